@@ -1,0 +1,1 @@
+//! libweft C API (placeholder).

@@ -1,0 +1,91 @@
+//! `weft`: one binary for servers, the local cluster, file operations and
+//! benchmarks. Every command that talks to a file system finds it through
+//! `--config F` or `WEFT_CONFIG`. Paths inside Weft are written `weft:/path`;
+//! plain paths are local.
+
+mod bench;
+mod cluster;
+mod files;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Weft: a parallel file system for HPC.
+#[derive(Parser)]
+#[command(name = "weft", version, about)]
+struct Cli {
+    /// File-system configuration (default: $WEFT_CONFIG).
+    #[arg(long, global = true, env = "WEFT_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Write a configuration file for N servers on one host.
+    Genconfig(cluster::GenconfigArgs),
+    /// Initialise server storage (creates the root directory).
+    Mkfs(cluster::MkfsArgs),
+    /// Run one server in the foreground.
+    Server(cluster::ServerArgs),
+    /// Start a local file system in the background.
+    Up(cluster::UpArgs),
+    /// Stop what `weft up` started.
+    Down(cluster::DownArgs),
+    /// Check that every server answers, with latency.
+    Ping,
+    /// List a directory.
+    Ls(files::LsArgs),
+    /// Copy files between local paths and weft: paths.
+    Cp(files::CpArgs),
+    /// Create directories.
+    Mkdir(files::MkdirArgs),
+    /// Remove files or directories.
+    Rm(files::RmArgs),
+    /// Show attributes.
+    Stat(files::PathArgs),
+    /// Show space per server and in total.
+    Statfs,
+    /// Show a file's layout: servers, datafiles, strip size, stripe count.
+    Layout(files::PathArgs),
+    /// Write a file's contents to standard output.
+    Cat(files::PathArgs),
+    /// Benchmarks (print JSON with --json).
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("WEFT_LOG").unwrap_or_else(|_| "warn,weft=info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Genconfig(args) => cluster::genconfig(args),
+        Command::Mkfs(args) => cluster::mkfs(cli.config, args),
+        Command::Server(args) => cluster::server(cli.config, args),
+        Command::Up(args) => cluster::up(args),
+        Command::Down(args) => cluster::down(args),
+        Command::Ping => files::ping(cli.config),
+        Command::Ls(args) => files::ls(cli.config, args),
+        Command::Cp(args) => files::cp(cli.config, args),
+        Command::Mkdir(args) => files::mkdir(cli.config, args),
+        Command::Rm(args) => files::rm(cli.config, args),
+        Command::Stat(args) => files::stat(cli.config, args),
+        Command::Statfs => files::statfs(cli.config),
+        Command::Layout(args) => files::layout(cli.config, args),
+        Command::Cat(args) => files::cat(cli.config, args),
+        Command::Bench(command) => bench::run(cli.config, command),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("weft: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

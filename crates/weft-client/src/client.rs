@@ -1,0 +1,291 @@
+//! The async client: shared connection pool, credentials, request routing,
+//! and attribute retrieval. Namespace operations live in
+//! [`crate::namespace`], path resolution in [`crate::path`], file I/O in
+//! [`crate::io`]; all are methods of [`Client`].
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use futures::future::join_all;
+use weft_config::Config;
+use weft_proto::message::{
+    Attributes, Credentials, DatafileStat, FileLayout, ObjectKind, Reply, ReplyResult, Request, ServerStatus,
+};
+use weft_proto::{ErrorCode, Handle, WeftResult};
+
+use crate::counters::Snapshot;
+use crate::faults::FaultConfig;
+use crate::pool::{Pool, Timeouts};
+use crate::transport::Bulk;
+
+/// How a client is set up.
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    /// Identity sent with namespace requests.
+    pub credentials: Credentials,
+    /// Connect and request timeouts.
+    pub timeouts: Timeouts,
+    /// Injected faults (tests only; off by default).
+    pub faults: FaultConfig,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            credentials: process_credentials(),
+            timeouts: Timeouts::default(),
+            faults: FaultConfig::from_env().unwrap_or_default(),
+        }
+    }
+}
+
+/// The uid, gid and supplementary groups of this process.
+pub fn process_credentials() -> Credentials {
+    // SAFETY: plain libc getters without pointers, and getgroups into a buffer of the size we pass.
+    unsafe {
+        let mut groups = vec![0 as libc::gid_t; 256];
+        let n = libc::getgroups(groups.len() as i32, groups.as_mut_ptr());
+        groups.truncate(n.max(0) as usize);
+        Credentials { uid: libc::getuid(), gid: libc::getgid(), groups }
+    }
+}
+
+/// State shared by every view of one client.
+pub(crate) struct Shared {
+    pub(crate) config: Config,
+    pub(crate) pool: Pool,
+    pub(crate) placement: AtomicU32,
+}
+
+/// A Weft client. Cheap to clone; clones share connections and counters.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) credentials: Arc<Credentials>,
+}
+
+/// Attributes of an object as a user sees them (sizes gathered from datafiles).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stat {
+    /// Handle.
+    pub handle: Handle,
+    /// Kind (metafile = regular file).
+    pub kind: ObjectKind,
+    /// Permission bits.
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Logical size (files), target length (symlinks), entry count (directories).
+    pub size: u64,
+    /// Access time (ns).
+    pub atime_ns: i64,
+    /// Modification time (ns).
+    pub mtime_ns: i64,
+    /// Change time (ns).
+    pub ctime_ns: i64,
+    /// Layout of a file.
+    pub layout: Option<FileLayout>,
+    /// Target of a symlink.
+    pub symlink_target: Option<String>,
+    /// Parent of a directory.
+    pub parent: Option<Handle>,
+}
+
+/// Space of the whole file system and of each server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FsStatus {
+    /// Per server, in id order.
+    pub servers: Vec<ServerStatus>,
+    /// Sum of total bytes.
+    pub bytes_total: u64,
+    /// Sum of free bytes.
+    pub bytes_free: u64,
+    /// Sum of stored objects.
+    pub objects: u64,
+}
+
+impl Client {
+    /// Creates a client for the file system described by `config`. Connects lazily.
+    pub fn new(config: Config, options: ClientOptions) -> WeftResult<Client> {
+        let pool = Pool::new(&config, options.timeouts)?;
+        pool.faults.set(options.faults);
+        let seed = std::process::id().wrapping_mul(2654435761);
+        let shared = Arc::new(Shared { config, pool, placement: AtomicU32::new(seed) });
+        Ok(Client { shared, credentials: Arc::new(options.credentials) })
+    }
+
+    /// A view of this client acting as another user (shares connections).
+    pub fn as_user(&self, credentials: Credentials) -> Client {
+        Client { shared: self.shared.clone(), credentials: Arc::new(credentials) }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
+    /// The credentials this view sends.
+    pub fn credentials(&self) -> &Credentials {
+        &self.credentials
+    }
+
+    /// A copy of the request counters.
+    pub fn counters(&self) -> Snapshot {
+        self.shared.pool.counters.snapshot()
+    }
+
+    /// Zeroes the request counters.
+    pub fn reset_counters(&self) {
+        self.shared.pool.counters.reset()
+    }
+
+    /// Changes the injected faults (tests).
+    pub fn set_faults(&self, faults: FaultConfig) {
+        self.shared.pool.faults.set(faults)
+    }
+
+    pub(crate) fn cred(&self) -> Credentials {
+        (*self.credentials).clone()
+    }
+
+    /// The server storing `handle`.
+    pub fn server_of(&self, handle: Handle) -> WeftResult<u32> {
+        self.shared.config.server_of_handle(handle).ok_or(ErrorCode::Stale)
+    }
+
+    /// Sends one request to one server.
+    pub async fn call(&self, server_id: u32, request: Request) -> ReplyResult {
+        self.shared.pool.call(server_id, request, Bulk::None).await
+    }
+
+    pub(crate) async fn call_bulk(&self, server_id: u32, request: Request, bulk: Bulk<'_>) -> ReplyResult {
+        self.shared.pool.call(server_id, request, bulk).await
+    }
+
+    /// Sends one request to the server storing `handle`.
+    pub(crate) async fn call_at(&self, handle: Handle, request: Request) -> ReplyResult {
+        self.call(self.server_of(handle)?, request).await
+    }
+
+    /// Checks every server answers; returns per-server results.
+    pub async fn ping_all(&self) -> Vec<(u32, WeftResult<std::time::Duration>)> {
+        let ids: Vec<u32> = (0..self.shared.pool.server_count()).collect();
+        join_all(ids.into_iter().map(|id| async move {
+            let start = std::time::Instant::now();
+            let result = self.call(id, Request::Ping).await.map(|_| start.elapsed());
+            (id, result)
+        }))
+        .await
+    }
+
+    /// Raw attributes of one object (one request, no size gathering).
+    pub async fn getattr_raw(&self, handle: Handle) -> WeftResult<Attributes> {
+        match self.call_at(handle, Request::GetAttr { handle }).await? {
+            Reply::Attributes(attrs) => Ok(attrs),
+            _ => Err(ErrorCode::Protocol),
+        }
+    }
+
+    /// Attributes with the logical size of a file (1 + one request per data server).
+    pub async fn stat_handle(&self, handle: Handle) -> WeftResult<Stat> {
+        let attrs = self.getattr_raw(handle).await?;
+        let mut stats = self.stats_from_attributes(vec![attrs]).await?;
+        Ok(stats.remove(0))
+    }
+
+    /// Local sizes of datafiles, batched per server, one request per server.
+    pub(crate) async fn datafile_stats(&self, handles: &[Handle]) -> WeftResult<BTreeMap<Handle, DatafileStat>> {
+        let mut by_server: BTreeMap<u32, Vec<Handle>> = BTreeMap::new();
+        for handle in handles {
+            by_server.entry(self.server_of(*handle)?).or_default().push(*handle);
+        }
+        let replies = join_all(by_server.into_iter().map(|(server, handles)| async move {
+            let reply = self.call(server, Request::DatafileSizes { handles: handles.clone() }).await;
+            (handles, reply)
+        }))
+        .await;
+        let mut out = BTreeMap::new();
+        for (handles, reply) in replies {
+            match reply? {
+                Reply::Sizes(sizes) if sizes.len() == handles.len() => {
+                    for (handle, stat) in handles.into_iter().zip(sizes) {
+                        out.insert(handle, stat?);
+                    }
+                }
+                _ => return Err(ErrorCode::Protocol),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Turns raw attributes into user-visible stats, gathering file sizes
+    /// with one batched request per data server for all files together.
+    pub(crate) async fn stats_from_attributes(&self, all: Vec<Attributes>) -> WeftResult<Vec<Stat>> {
+        let datafiles: Vec<Handle> =
+            all.iter().filter_map(|a| a.layout.as_ref()).flat_map(|l| l.datafiles.iter().copied()).collect();
+        let sizes = if datafiles.is_empty() { BTreeMap::new() } else { self.datafile_stats(&datafiles).await? };
+        Ok(all.into_iter().map(|attrs| to_stat(attrs, &sizes)).collect())
+    }
+
+    /// Space of every server (one request per server).
+    pub async fn statfs(&self) -> WeftResult<FsStatus> {
+        let ids: Vec<u32> = (0..self.shared.pool.server_count()).collect();
+        let replies = join_all(ids.into_iter().map(|id| self.call(id, Request::StatFs))).await;
+        let mut servers = Vec::new();
+        for reply in replies {
+            match reply? {
+                Reply::Status(status) => servers.push(status),
+                _ => return Err(ErrorCode::Protocol),
+            }
+        }
+        Ok(FsStatus {
+            bytes_total: servers.iter().map(|s| s.bytes_total).sum(),
+            bytes_free: servers.iter().map(|s| s.bytes_free).sum(),
+            objects: servers.iter().map(|s| s.objects).sum(),
+            servers,
+        })
+    }
+
+    /// Picks the next server of `candidates` for placement (rotating from a
+    /// per-process random start).
+    pub(crate) fn place(&self, candidates: &[u32]) -> usize {
+        let turn = self.shared.placement.fetch_add(1, Ordering::Relaxed);
+        turn as usize % candidates.len()
+    }
+}
+
+fn to_stat(attrs: Attributes, sizes: &BTreeMap<Handle, DatafileStat>) -> Stat {
+    let mut mtime_ns = attrs.mtime_ns;
+    let size = match (&attrs.layout, attrs.kind) {
+        (Some(layout), _) => {
+            let stats: Vec<DatafileStat> = layout
+                .datafiles
+                .iter()
+                .map(|h| sizes.get(h).copied().unwrap_or(DatafileStat { local_size: 0, mtime_ns: 0 }))
+                .collect();
+            mtime_ns = stats.iter().map(|s| s.mtime_ns).fold(mtime_ns, i64::max);
+            let locals: Vec<u64> = stats.iter().map(|s| s.local_size).collect();
+            layout.distribution.file_size(&locals)
+        }
+        (None, ObjectKind::Symlink) => attrs.symlink_target.as_ref().map_or(0, |t| t.len() as u64),
+        (None, ObjectKind::Directory) => attrs.entry_count,
+        (None, _) => attrs.local_size,
+    };
+    Stat {
+        handle: attrs.handle,
+        kind: attrs.kind,
+        mode: attrs.mode,
+        uid: attrs.uid,
+        gid: attrs.gid,
+        size,
+        atime_ns: attrs.atime_ns,
+        mtime_ns,
+        ctime_ns: attrs.ctime_ns.max(mtime_ns),
+        layout: attrs.layout,
+        symlink_target: attrs.symlink_target,
+        parent: attrs.parent,
+    }
+}

@@ -1,0 +1,32 @@
+//! The Weft client library.
+//!
+//! Layout:
+//! - [`transport`]: one pipelined, flow-controlled connection to one server.
+//! - [`pool`]: connections to every server, reconnecting; counts every request.
+//! - [`faults`]: test-only fault injection (delay, fail N-th, drop connection).
+//! - [`counters`]: requests and bytes per server and per operation kind.
+//! - [`client`]: the [`Client`] type, attributes and statfs.
+//! - [`path`]: path resolution with symlinks.
+//! - [`namespace`]: client-driven create, remove, mkdir, rmdir, rename, readdir.
+//! - [`io`]: striped contiguous reads and writes.
+//! - [`paths`]: path-based convenience operations.
+//! - [`blocking`]: a blocking facade with its own runtime.
+#![warn(missing_docs)]
+
+pub mod access;
+pub mod blocking;
+pub mod client;
+pub mod counters;
+pub mod faults;
+pub mod io;
+pub mod namespace;
+pub mod path;
+pub mod paths;
+pub mod pool;
+pub mod transport;
+
+pub use blocking::BlockingClient;
+pub use client::{Client, ClientOptions, FsStatus, Stat};
+pub use io::File;
+pub use namespace::{CreateOptions, EntryPlus};
+pub use weft_proto::{ErrorCode, Handle, WeftResult};

@@ -1,0 +1,114 @@
+//! Connections to every server, opened on first use and reopened after a
+//! failure (a restarted server is reached again without any action by the
+//! caller). Every call is counted and passes through the fault layer.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Mutex;
+use weft_config::Config;
+use weft_proto::message::{ReplyResult, Request};
+use weft_proto::{ErrorCode, WeftResult};
+
+use crate::counters::Counters;
+use crate::faults::{Faults, Verdict};
+use crate::transport::{Bulk, Connection};
+
+/// Timeouts of the pool.
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    /// Connecting and saying hello.
+    pub connect: Duration,
+    /// Longest wait for any frame of a request in flight.
+    pub request: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts { connect: Duration::from_secs(5), request: Duration::from_secs(30) }
+    }
+}
+
+struct Slot {
+    address: SocketAddr,
+    connection: Mutex<Option<Arc<Connection>>>,
+}
+
+/// The connection pool.
+pub struct Pool {
+    slots: Vec<Slot>,
+    timeouts: Timeouts,
+    /// Request counters.
+    pub counters: Counters,
+    /// Fault injection.
+    pub faults: Faults,
+}
+
+impl Pool {
+    /// A pool for every server of `config`; connects lazily.
+    pub fn new(config: &Config, timeouts: Timeouts) -> WeftResult<Pool> {
+        let mut servers: Vec<_> = config.servers.iter().collect();
+        servers.sort_by_key(|s| s.id);
+        let slots = servers
+            .iter()
+            .map(|s| {
+                let address = s.address.parse().map_err(|_| ErrorCode::Invalid)?;
+                Ok(Slot { address, connection: Mutex::new(None) })
+            })
+            .collect::<WeftResult<Vec<_>>>()?;
+        Ok(Pool { slots, timeouts, counters: Counters::default(), faults: Faults::default() })
+    }
+
+    /// Number of servers.
+    pub fn server_count(&self) -> u32 {
+        self.slots.len() as u32
+    }
+
+    async fn connection(&self, server_id: u32) -> WeftResult<Arc<Connection>> {
+        let slot = self.slots.get(server_id as usize).ok_or(ErrorCode::Invalid)?;
+        let mut current = slot.connection.lock().await;
+        if let Some(connection) = current.as_ref() {
+            if !connection.is_closed() {
+                return Ok(connection.clone());
+            }
+        }
+        let connection = Connection::open(slot.address, self.timeouts.connect).await?;
+        *current = Some(connection.clone());
+        Ok(connection)
+    }
+
+    /// Sends `request` to `server_id` and waits for the reply.
+    pub async fn call(&self, server_id: u32, request: Request, bulk: Bulk<'_>) -> ReplyResult {
+        let bytes = match &bulk {
+            Bulk::Upload(data) => data.len() as u64,
+            _ => 0,
+        };
+        self.counters.record(server_id, request.kind_name(), bytes);
+        let delay = self.faults.delay();
+        let verdict = self.faults.judge();
+        if verdict == Verdict::Fail {
+            return Err(ErrorCode::Unreachable);
+        }
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        let connection = self.connection(server_id).await?;
+        if verdict == Verdict::Drop {
+            connection.close();
+            return Err(ErrorCode::Unreachable);
+        }
+        let reply = connection.call(request, bulk).await;
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        reply
+    }
+
+    /// Counts bytes received by a download (reads).
+    pub fn count_download(&self, server_id: u32, kind: &'static str, bytes: u64) {
+        if bytes > 0 {
+            self.counters.record_bytes(server_id, kind, bytes);
+        }
+    }
+}

@@ -1,0 +1,460 @@
+//! One TOML file describes a whole Weft file system: its identity, the
+//! servers and the targets they host, the default distribution, durability
+//! and thread counts. This crate parses it (errors name file, line and
+//! field), validates it, routes handles to servers, and generates new ones.
+#![warn(missing_docs)]
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use weft_proto::{Distribution, Handle};
+
+/// A whole file-system configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Identity of the file system.
+    pub filesystem: FilesystemSection,
+    /// Default distribution of new files.
+    #[serde(default)]
+    pub distribution: DistributionSection,
+    /// Durability settings.
+    #[serde(default)]
+    pub durability: DurabilitySection,
+    /// Thread counts.
+    #[serde(default)]
+    pub threads: ThreadsSection,
+    /// The servers.
+    #[serde(rename = "server")]
+    pub servers: Vec<ServerSection>,
+    /// The targets (storage locations) and the server hosting each.
+    #[serde(rename = "target", default)]
+    pub targets: Vec<TargetSection>,
+}
+
+/// `[filesystem]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilesystemSection {
+    /// Human-readable name.
+    pub name: String,
+    /// Numeric id.
+    pub id: u32,
+}
+
+/// `[distribution]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DistributionSection {
+    /// Strip size in bytes.
+    #[serde(default = "default_strip_bytes")]
+    pub strip_bytes: u64,
+    /// Data servers per file; 0 means all of them.
+    #[serde(default)]
+    pub stripe_count: u32,
+}
+
+fn default_strip_bytes() -> u64 {
+    64 * 1024
+}
+
+impl Default for DistributionSection {
+    fn default() -> Self {
+        DistributionSection { strip_bytes: default_strip_bytes(), stripe_count: 0 }
+    }
+}
+
+/// When metadata reaches stable storage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MetadataSync {
+    /// Every namespace change is durable before its reply (group commit).
+    Commit,
+    /// No fsync of metadata: a crash may lose acknowledged changes. For
+    /// job-scoped scratch file systems only.
+    None,
+}
+
+/// `[durability]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DurabilitySection {
+    /// Metadata durability.
+    #[serde(default = "default_metadata_sync")]
+    pub metadata_sync: MetadataSync,
+    /// Most operations one group commit takes from the queue.
+    #[serde(default = "default_commit_batch")]
+    pub commit_batch_max: u32,
+}
+
+fn default_metadata_sync() -> MetadataSync {
+    MetadataSync::Commit
+}
+
+fn default_commit_batch() -> u32 {
+    512
+}
+
+impl Default for DurabilitySection {
+    fn default() -> Self {
+        DurabilitySection { metadata_sync: default_metadata_sync(), commit_batch_max: default_commit_batch() }
+    }
+}
+
+/// `[threads]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ThreadsSection {
+    /// Async network worker threads per server.
+    #[serde(default = "default_network_threads")]
+    pub network: u32,
+    /// Threads doing positioned file I/O per server.
+    #[serde(default = "default_io_threads")]
+    pub io: u32,
+}
+
+fn default_network_threads() -> u32 {
+    2
+}
+
+fn default_io_threads() -> u32 {
+    8
+}
+
+impl Default for ThreadsSection {
+    fn default() -> Self {
+        ThreadsSection { network: default_network_threads(), io: default_io_threads() }
+    }
+}
+
+/// What a server does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Holds directories and metafiles.
+    Metadata,
+    /// Holds datafiles.
+    Data,
+}
+
+/// One `[[server]]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    /// Server id (0-based, unique).
+    pub id: u32,
+    /// Listen address, e.g. `127.0.0.1:7101`.
+    pub address: String,
+    /// Roles.
+    #[serde(default = "default_roles")]
+    pub roles: Vec<Role>,
+    /// Storage directory.
+    pub storage: PathBuf,
+}
+
+fn default_roles() -> Vec<Role> {
+    vec![Role::Metadata, Role::Data]
+}
+
+/// One `[[target]]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetSection {
+    /// Target id: the top 16 bits of the handles stored there.
+    pub id: u16,
+    /// Server hosting it.
+    pub server: u32,
+}
+
+/// A configuration error, naming where it is.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{file}: {source}")]
+    Read {
+        /// File.
+        file: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// TOML syntax or a field of the wrong type, missing or unknown.
+    #[error("{file}: {message}")]
+    Parse {
+        /// File.
+        file: String,
+        /// Parser message (includes line and column).
+        message: String,
+    },
+    /// A field has a value that makes no sense.
+    #[error("{file}:{line}: field `{field}`: {message}")]
+    Invalid {
+        /// File.
+        file: String,
+        /// 1-based line, 0 if unknown.
+        line: usize,
+        /// Dotted field path.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl Config {
+    /// Reads and validates a configuration file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { file: file.clone(), source })?;
+        Config::parse(&text, &file)
+    }
+
+    /// Parses and validates configuration text; `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+        let config: Config =
+            toml::from_str(text).map_err(|err| ConfigError::Parse { file: file.to_string(), message: err.to_string() })?;
+        let config = config.with_default_targets();
+        config.validate().map_err(|(field, message)| ConfigError::Invalid {
+            file: file.to_string(),
+            line: locate_field(text, &field),
+            field,
+            message,
+        })?;
+        Ok(config)
+    }
+
+    fn with_default_targets(mut self) -> Config {
+        if self.targets.is_empty() {
+            self.targets = self.servers.iter().map(|s| TargetSection { id: s.id as u16, server: s.id }).collect();
+        }
+        self
+    }
+
+    /// Checks cross-field rules; the error names a dotted field path.
+    fn validate(&self) -> Result<(), (String, String)> {
+        if self.servers.is_empty() {
+            return Err(("server".into(), "at least one [[server]] is required".into()));
+        }
+        let mut ids = HashSet::new();
+        for (index, server) in self.servers.iter().enumerate() {
+            let field = |name: &str| format!("server[{index}].{name}");
+            if !ids.insert(server.id) {
+                return Err((field("id"), format!("duplicate server id {}", server.id)));
+            }
+            if server.id as usize >= self.servers.len() {
+                return Err((field("id"), "server ids must be 0..N-1".into()));
+            }
+            if server.address.parse::<SocketAddr>().is_err() {
+                return Err((field("address"), format!("`{}` is not an ip:port address", server.address)));
+            }
+            if server.roles.is_empty() {
+                return Err((field("roles"), "a server needs at least one role".into()));
+            }
+        }
+        let mut target_ids = HashSet::new();
+        for (index, target) in self.targets.iter().enumerate() {
+            if !target_ids.insert(target.id) {
+                return Err((format!("target[{index}].id"), format!("duplicate target id {}", target.id)));
+            }
+            if !ids.contains(&target.server) {
+                return Err((format!("target[{index}].server"), format!("no server with id {}", target.server)));
+            }
+        }
+        if !target_ids.contains(&0) {
+            return Err(("target".into(), "target 0 (which holds the root directory) must exist".into()));
+        }
+        if self.data_servers().is_empty() {
+            return Err(("server.roles".into(), "no server has the data role".into()));
+        }
+        if self.metadata_servers().is_empty() {
+            return Err(("server.roles".into(), "no server has the metadata role".into()));
+        }
+        let d = &self.distribution;
+        if !(weft_proto::limits::STRIP_BYTES_MIN..=weft_proto::limits::STRIP_BYTES_MAX).contains(&d.strip_bytes) {
+            return Err(("distribution.strip_bytes".into(), "out of range".into()));
+        }
+        if d.stripe_count as usize > self.data_servers().len() {
+            return Err(("distribution.stripe_count".into(), "more than the number of data servers".into()));
+        }
+        if self.threads.network == 0 || self.threads.io == 0 {
+            return Err(("threads".into(), "thread counts must be at least 1".into()));
+        }
+        Ok(())
+    }
+
+    /// The server with this id.
+    pub fn server(&self, id: u32) -> Option<&ServerSection> {
+        self.servers.iter().find(|s| s.id == id)
+    }
+
+    /// The server hosting a target.
+    pub fn server_of_target(&self, target_id: u16) -> Option<u32> {
+        self.targets.iter().find(|t| t.id == target_id).map(|t| t.server)
+    }
+
+    /// The server storing an object.
+    pub fn server_of_handle(&self, handle: Handle) -> Option<u32> {
+        self.server_of_target(handle.target_id())
+    }
+
+    /// Targets hosted by a server, in id order.
+    pub fn targets_of_server(&self, server_id: u32) -> Vec<u16> {
+        let mut ids: Vec<u16> = self.targets.iter().filter(|t| t.server == server_id).map(|t| t.id).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// The first target of a server (where it creates new objects).
+    pub fn primary_target(&self, server_id: u32) -> Option<u16> {
+        self.targets_of_server(server_id).first().copied()
+    }
+
+    /// Servers with the data role, in id order.
+    pub fn data_servers(&self) -> Vec<u32> {
+        self.servers_with(Role::Data)
+    }
+
+    /// Servers with the metadata role, in id order.
+    pub fn metadata_servers(&self) -> Vec<u32> {
+        self.servers_with(Role::Metadata)
+    }
+
+    fn servers_with(&self, role: Role) -> Vec<u32> {
+        let mut ids: Vec<u32> = self.servers.iter().filter(|s| s.roles.contains(&role)).map(|s| s.id).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// The default distribution, resolving `stripe_count = 0` to all data servers.
+    pub fn default_distribution(&self) -> Distribution {
+        let count = match self.distribution.stripe_count {
+            0 => self.data_servers().len() as u32,
+            n => n,
+        };
+        Distribution { strip_bytes: self.distribution.strip_bytes, stripe_count: count }
+    }
+
+    /// Serializes to TOML text.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("config serializes")
+    }
+}
+
+/// Options of `weft genconfig`.
+#[derive(Clone, Debug)]
+pub struct GenOptions {
+    /// Number of servers.
+    pub servers: u32,
+    /// Host address.
+    pub host: String,
+    /// First port; server i listens on `base_port + i`.
+    pub base_port: u16,
+    /// Root directory; server i stores under `root/server-i`.
+    pub root: PathBuf,
+    /// Metadata durability.
+    pub metadata_sync: MetadataSync,
+}
+
+/// Generates a configuration: every server both metadata and data, one target each.
+pub fn generate(options: &GenOptions) -> Config {
+    let servers = (0..options.servers)
+        .map(|id| ServerSection {
+            id,
+            address: format!("{}:{}", options.host, options.base_port as u32 + id),
+            roles: default_roles(),
+            storage: options.root.join(format!("server-{id}")),
+        })
+        .collect();
+    let targets = (0..options.servers).map(|id| TargetSection { id: id as u16, server: id }).collect();
+    Config {
+        filesystem: FilesystemSection { name: "weft".into(), id: 1 },
+        distribution: DistributionSection::default(),
+        durability: DurabilitySection { metadata_sync: options.metadata_sync, ..DurabilitySection::default() },
+        threads: ThreadsSection::default(),
+        servers,
+        targets,
+    }
+}
+
+/// Finds the 1-based line of a dotted field like `server[2].address` (0 if unknown).
+fn locate_field(text: &str, field: &str) -> usize {
+    let (table, index, key) = split_field(field);
+    let mut seen = 0usize;
+    let mut inside = table.is_none();
+    for (number, line) in text.lines().enumerate() {
+        let trimmed = line.trim();
+        if let Some(table) = table {
+            if trimmed == format!("[[{table}]]") || trimmed == format!("[{table}]") {
+                inside = index.map_or(true, |i| i == seen);
+                seen += 1;
+                continue;
+            }
+            if trimmed.starts_with('[') {
+                inside = false;
+            }
+        }
+        if inside && key.map_or(true, |k| trimmed.starts_with(k) && trimmed[k.len()..].trim_start().starts_with('=')) {
+            return number + 1;
+        }
+    }
+    0
+}
+
+fn split_field(field: &str) -> (Option<&str>, Option<usize>, Option<&str>) {
+    let (head, key) = match field.split_once('.') {
+        Some((head, key)) => (head, Some(key)),
+        None => (field, None),
+    };
+    match head.split_once('[') {
+        Some((table, rest)) => (Some(table), rest.trim_end_matches(']').parse().ok(), key),
+        None => (Some(head), None, key),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> String {
+        generate(&GenOptions {
+            servers: 3,
+            host: "127.0.0.1".into(),
+            base_port: 7100,
+            root: "/tmp/w".into(),
+            metadata_sync: MetadataSync::Commit,
+        })
+        .to_toml()
+    }
+
+    #[test]
+    fn generated_config_round_trips() {
+        let text = sample();
+        let config = Config::parse(&text, "x.toml").unwrap();
+        assert_eq!(config.servers.len(), 3);
+        assert_eq!(config.server(2).unwrap().address, "127.0.0.1:7102");
+        assert_eq!(config.default_distribution().stripe_count, 3);
+        assert_eq!(config.server_of_handle(Handle::new(2, 99).unwrap()), Some(2));
+    }
+
+    #[test]
+    fn bad_address_names_file_line_and_field() {
+        let text = sample().replacen("127.0.0.1:7101", "nonsense", 1);
+        let err = Config::parse(&text, "x.toml").unwrap_err().to_string();
+        let line = text.lines().position(|l| l.contains("nonsense")).unwrap() + 1;
+        assert!(err.starts_with(&format!("x.toml:{line}: field `server[1].address`")), "{err}");
+    }
+
+    #[test]
+    fn unknown_field_is_reported_with_line() {
+        let text = sample().replacen("[filesystem]", "[filesystem]\nbogus = 1", 1);
+        let err = Config::parse(&text, "x.toml").unwrap_err().to_string();
+        assert!(err.contains("x.toml") && err.contains("bogus") && err.contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn missing_root_target_rejected() {
+        let text = sample().replace("id = 0\nserver = 0", "id = 9\nserver = 0");
+        let err = Config::parse(&text, "x.toml").unwrap_err().to_string();
+        assert!(err.contains("target"), "{err}");
+    }
+}

@@ -1,0 +1,478 @@
+//! Request and reply bodies: the encoded header that follows the fixed frame
+//! header. Bulk data (file bytes) never appears here; it travels as frame
+//! payload (see [`crate::frame`]).
+//!
+//! Each multi-step namespace operation is a sequence of these single-server
+//! requests, so that a later design can move the sequence into the servers
+//! without changing a step.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{ErrorCode, WeftResult};
+use crate::handle::Handle;
+use crate::layout::Distribution;
+
+/// Who is asking: checked against mode bits by the server.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Credentials {
+    /// User id.
+    pub uid: u32,
+    /// Primary group id.
+    pub gid: u32,
+    /// Supplementary groups.
+    pub groups: Vec<u32>,
+}
+
+impl Credentials {
+    /// The superuser.
+    pub fn root() -> Credentials {
+        Credentials { uid: 0, gid: 0, groups: Vec::new() }
+    }
+
+    /// Whether the caller is in group `gid`.
+    pub fn in_group(&self, gid: u32) -> bool {
+        self.gid == gid || self.groups.contains(&gid)
+    }
+}
+
+/// The kind of an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ObjectKind {
+    /// A file's metadata object (attributes, distribution, datafiles).
+    Metafile,
+    /// One stripe of a file's bytes.
+    Datafile,
+    /// A directory.
+    Directory,
+    /// A symbolic link.
+    Symlink,
+}
+
+/// A point in time, nanoseconds since the Unix epoch.
+pub type TimeNs = i64;
+
+/// Attributes of an object, as stored on its server.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attributes {
+    /// The object's handle.
+    pub handle: Handle,
+    /// What the object is.
+    pub kind: ObjectKind,
+    /// Permission bits (`0o7777`).
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Last access.
+    pub atime_ns: TimeNs,
+    /// Last data modification.
+    pub mtime_ns: TimeNs,
+    /// Last attribute change.
+    pub ctime_ns: TimeNs,
+    /// Metafile: its distribution and datafiles (empty until the layout is set).
+    pub layout: Option<FileLayout>,
+    /// Directory: the striping new files inherit, if set.
+    pub default_distribution: Option<Distribution>,
+    /// Directory: number of entries.
+    pub entry_count: u64,
+    /// Symlink: the target.
+    pub symlink_target: Option<String>,
+    /// Datafile: local size in bytes.
+    pub local_size: u64,
+    /// Directory: its parent (the root names itself).
+    pub parent: Option<Handle>,
+}
+
+/// Size and modification time of one datafile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DatafileStat {
+    /// Local size in bytes.
+    pub local_size: u64,
+    /// Last modification of its bytes (0 if never written).
+    pub mtime_ns: TimeNs,
+}
+
+/// Where a file's bytes live.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileLayout {
+    /// Strip size and stripe count.
+    pub distribution: Distribution,
+    /// One datafile per stripe, in stripe order.
+    pub datafiles: Vec<Handle>,
+}
+
+/// What to create with [`Request::CreateObject`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NewObject {
+    /// A metafile without a layout yet.
+    Metafile,
+    /// A datafile (a record only, until its first write).
+    Datafile,
+    /// A directory, with optional default striping for new files.
+    Directory {
+        /// Striping new files inherit.
+        default_distribution: Option<Distribution>,
+        /// The directory it will be entered in.
+        parent: Handle,
+    },
+    /// A symbolic link.
+    Symlink {
+        /// Link target.
+        target: String,
+    },
+}
+
+/// Attribute changes; `None` leaves a field alone.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttrChanges {
+    /// New permission bits.
+    pub mode: Option<u32>,
+    /// New owner.
+    pub uid: Option<u32>,
+    /// New group.
+    pub gid: Option<u32>,
+    /// New access time.
+    pub atime: Option<TimeSet>,
+    /// New modification time.
+    pub mtime: Option<TimeSet>,
+    /// New default striping (directories).
+    pub default_distribution: Option<Distribution>,
+    /// New parent (directories moved by a rename).
+    pub parent: Option<Handle>,
+}
+
+/// A time to set: the server's clock, or a given time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TimeSet {
+    /// The server's current time.
+    Now,
+    /// This time.
+    At(TimeNs),
+}
+
+/// One directory entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirEntry {
+    /// Entry name.
+    pub name: String,
+    /// Object it names.
+    pub handle: Handle,
+    /// Kind of that object.
+    pub kind: ObjectKind,
+    /// Insertion sequence number: the readdir cookie after this entry.
+    pub sequence: u64,
+}
+
+/// Space and object counts of one server.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerStatus {
+    /// Server id.
+    pub server_id: u32,
+    /// Total bytes of the storage file system.
+    pub bytes_total: u64,
+    /// Free bytes.
+    pub bytes_free: u64,
+    /// Objects stored.
+    pub objects: u64,
+    /// Object ids still available.
+    pub object_ids_free: u64,
+    /// Seconds since the server started.
+    pub uptime_s: u64,
+}
+
+/// A request. The variant order is part of the wire format: append only.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// First request on a connection: checks protocol versions.
+    Hello {
+        /// The sender's protocol version.
+        protocol_version: u16,
+    },
+    /// Liveness check.
+    Ping,
+    /// Finds `name` in directory `parent`.
+    Lookup {
+        /// Caller.
+        cred: Credentials,
+        /// Directory handle.
+        parent: Handle,
+        /// Entry name.
+        name: String,
+    },
+    /// Attributes of one object.
+    GetAttr {
+        /// Object.
+        handle: Handle,
+    },
+    /// Attributes of many objects on this server (listing).
+    GetAttrBatch {
+        /// Objects.
+        handles: Vec<Handle>,
+    },
+    /// Local sizes of datafiles on this server.
+    DatafileSizes {
+        /// Datafiles.
+        handles: Vec<Handle>,
+    },
+    /// Creates an unnamed object on this server.
+    CreateObject {
+        /// Caller (owner of the new object).
+        cred: Credentials,
+        /// Which target of the server.
+        target_id: u16,
+        /// Permission bits.
+        mode: u32,
+        /// What to create.
+        object: NewObject,
+    },
+    /// Stores the distribution and datafile handles of a metafile.
+    SetLayout {
+        /// Metafile.
+        handle: Handle,
+        /// Layout.
+        layout: FileLayout,
+    },
+    /// Changes attributes.
+    SetAttr {
+        /// Caller.
+        cred: Credentials,
+        /// Object.
+        handle: Handle,
+        /// Changes.
+        changes: AttrChanges,
+    },
+    /// Sets a datafile's local size (truncate or extend).
+    TruncateDatafile {
+        /// Datafile.
+        handle: Handle,
+        /// New local size.
+        local_size: u64,
+    },
+    /// Adds a directory entry.
+    CreateDirent {
+        /// Caller.
+        cred: Credentials,
+        /// Directory.
+        parent: Handle,
+        /// Entry name.
+        name: String,
+        /// Object the entry names.
+        target: Handle,
+        /// Kind of that object.
+        kind: ObjectKind,
+    },
+    /// Removes a directory entry, returning what it named.
+    RemoveDirent {
+        /// Caller.
+        cred: Credentials,
+        /// Directory.
+        parent: Handle,
+        /// Entry name.
+        name: String,
+        /// Refuse unless the entry names this kind (directory vs. not).
+        expect_directory: Option<bool>,
+    },
+    /// Removes an object (a directory only if empty).
+    RemoveObject {
+        /// Object.
+        handle: Handle,
+    },
+    /// Lists a directory from a cookie (0 = start).
+    ReadDir {
+        /// Caller.
+        cred: Credentials,
+        /// Directory.
+        dir: Handle,
+        /// Last sequence number already seen.
+        cookie: u64,
+        /// Most entries to return.
+        max_entries: u32,
+    },
+    /// Renames within one server (both parents on it).
+    Rename {
+        /// Caller.
+        cred: Credentials,
+        /// Source directory.
+        old_parent: Handle,
+        /// Source name.
+        old_name: String,
+        /// Destination directory.
+        new_parent: Handle,
+        /// Destination name.
+        new_name: String,
+    },
+    /// Status of this server (space, objects).
+    StatFs,
+    /// Reads `[offset, offset + length)` of a datafile; data follows as chunks.
+    Read {
+        /// Datafile.
+        handle: Handle,
+        /// Local offset.
+        offset: u64,
+        /// Bytes wanted.
+        length: u64,
+    },
+    /// Writes `length` bytes at `offset` of a datafile; data follows as chunks.
+    Write {
+        /// Datafile.
+        handle: Handle,
+        /// Local offset.
+        offset: u64,
+        /// Bytes that will follow.
+        length: u64,
+    },
+    /// Makes datafiles durable.
+    Fsync {
+        /// Datafiles on this server.
+        handles: Vec<Handle>,
+    },
+    /// Replaces or adds a directory entry pointing at `target`
+    /// (cross-server rename step); returns what it replaced.
+    ReplaceDirent {
+        /// Caller.
+        cred: Credentials,
+        /// Directory.
+        parent: Handle,
+        /// Entry name.
+        name: String,
+        /// New target.
+        target: Handle,
+        /// Kind of the target.
+        kind: ObjectKind,
+    },
+}
+
+impl Request {
+    /// A short name for counters and logs.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Request::Hello { .. } => "hello",
+            Request::Ping => "ping",
+            Request::Lookup { .. } => "lookup",
+            Request::GetAttr { .. } => "getattr",
+            Request::GetAttrBatch { .. } => "getattr_batch",
+            Request::DatafileSizes { .. } => "datafile_sizes",
+            Request::CreateObject { .. } => "create_object",
+            Request::SetLayout { .. } => "set_layout",
+            Request::SetAttr { .. } => "setattr",
+            Request::TruncateDatafile { .. } => "truncate_datafile",
+            Request::CreateDirent { .. } => "create_dirent",
+            Request::RemoveDirent { .. } => "remove_dirent",
+            Request::RemoveObject { .. } => "remove_object",
+            Request::ReadDir { .. } => "readdir",
+            Request::Rename { .. } => "rename",
+            Request::StatFs => "statfs",
+            Request::Read { .. } => "read",
+            Request::Write { .. } => "write",
+            Request::Fsync { .. } => "fsync",
+            Request::ReplaceDirent { .. } => "replace_dirent",
+        }
+    }
+}
+
+/// A successful reply body.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reply {
+    /// Hello accepted.
+    Hello {
+        /// Server's protocol version.
+        protocol_version: u16,
+        /// Server id.
+        server_id: u32,
+    },
+    /// Nothing to report.
+    Done,
+    /// A handle (lookup, create).
+    Handle(Handle),
+    /// A handle with its kind (lookup).
+    Entry {
+        /// Handle.
+        handle: Handle,
+        /// Kind.
+        kind: ObjectKind,
+    },
+    /// Attributes.
+    Attributes(Attributes),
+    /// Batch of attributes, one per requested handle.
+    AttributesBatch(Vec<WeftResult<Attributes>>),
+    /// Local sizes, one per requested handle.
+    Sizes(Vec<WeftResult<DatafileStat>>),
+    /// A readdir page.
+    DirPage {
+        /// Entries.
+        entries: Vec<DirEntry>,
+        /// True when the directory has no entries after these.
+        end: bool,
+    },
+    /// Removed entry.
+    Removed {
+        /// Handle the entry named.
+        handle: Handle,
+        /// Its kind.
+        kind: ObjectKind,
+    },
+    /// Result of a rename or replace: the object an existing destination named.
+    Replaced(Option<(Handle, ObjectKind)>),
+    /// Server status.
+    Status(ServerStatus),
+    /// I/O done: bytes moved and the datafile's local size afterwards.
+    Io {
+        /// Bytes read or written.
+        bytes: u64,
+        /// Local datafile size.
+        local_size: u64,
+    },
+}
+
+/// A reply as carried on the wire.
+pub type ReplyResult = Result<Reply, ErrorCode>;
+
+/// Encodes a message header.
+pub fn encode<T: Serialize>(message: &T) -> Vec<u8> {
+    // Encoding into a Vec cannot fail for these types.
+    postcard::to_allocvec(message).expect("postcard encoding of an in-memory message")
+}
+
+/// Decodes a message header; any malformed input is a protocol error.
+pub fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> WeftResult<T> {
+    postcard::from_bytes(bytes).map_err(|_| ErrorCode::Protocol)
+}
+
+/// Checks a directory entry name: not empty, not `.`/`..`, no `/` or NUL.
+pub fn validate_name(name: &str) -> WeftResult<()> {
+    if name.len() > crate::limits::NAME_BYTES_MAX {
+        return Err(ErrorCode::NameTooLong);
+    }
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
+        return Err(ErrorCode::Invalid);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_round_trip() {
+        let r = Request::Lookup { cred: Credentials::root(), parent: Handle::ROOT, name: "a".into() };
+        let bytes = encode(&r);
+        assert_eq!(decode::<Request>(&bytes).unwrap(), r);
+    }
+
+    #[test]
+    fn garbage_is_protocol_error() {
+        assert_eq!(decode::<Request>(&[0xff, 0xff, 0xff]), Err(ErrorCode::Protocol));
+        assert_eq!(decode::<Request>(&[]), Err(ErrorCode::Protocol));
+    }
+
+    #[test]
+    fn names() {
+        assert!(validate_name("ok").is_ok());
+        assert_eq!(validate_name(""), Err(ErrorCode::Invalid));
+        assert_eq!(validate_name(".."), Err(ErrorCode::Invalid));
+        assert_eq!(validate_name("a/b"), Err(ErrorCode::Invalid));
+        assert_eq!(validate_name(&"x".repeat(256)), Err(ErrorCode::NameTooLong));
+    }
+}

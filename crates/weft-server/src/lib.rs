@@ -1,0 +1,96 @@
+//! The Weft server: one process per storage node.
+//!
+//! Layout:
+//! - [`store`]: key/value records (objects, directory entries, counters) in redb.
+//! - [`bytestream`]: one local file per written datafile, positioned I/O.
+//! - [`committer`]: the one writer of the store; group commit; object ids.
+//! - [`namespace`]: namespace changes applied inside the committer's transaction.
+//! - [`perm`]: mode-bit checks.
+//! - [`scheduler`]: per-datafile ordering (I/O shared, truncate/remove exclusive).
+//! - [`service`]: the operations, independent of transport.
+//! - [`connection`]: framing, flow control and request tasks for one socket.
+#![warn(missing_docs)]
+
+pub mod bytestream;
+pub mod committer;
+pub mod connection;
+pub mod namespace;
+pub mod perm;
+pub mod scheduler;
+pub mod service;
+pub mod store;
+
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use weft_config::Config;
+use weft_proto::limits::CONNECTIONS_MAX;
+
+pub use service::Service;
+
+/// Why a server could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// No such server id in the configuration.
+    #[error("server id {0} is not in the configuration")]
+    UnknownServer(u32),
+    /// Storage could not be opened.
+    #[error("opening storage: {0}")]
+    Storage(weft_proto::ErrorCode),
+    /// The listen address could not be bound.
+    #[error("binding {address}: {source}")]
+    Bind {
+        /// Address.
+        address: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The runtime could not be built.
+    #[error("runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// Builds a runtime sized by the configuration and serves until SIGTERM or SIGINT.
+pub fn run_blocking(config: Config, server_id: u32) -> Result<(), ServerError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.threads.network as usize)
+        .max_blocking_threads(config.threads.io as usize)
+        .thread_name("weft-server")
+        .enable_all()
+        .build()
+        .map_err(ServerError::Runtime)?;
+    runtime.block_on(run(config, server_id))
+}
+
+/// Serves until SIGTERM or SIGINT, then makes metadata durable and returns.
+pub async fn run(config: Config, server_id: u32) -> Result<(), ServerError> {
+    let address = config.server(server_id).ok_or(ServerError::UnknownServer(server_id))?.address.clone();
+    let listener = TcpListener::bind(&address).await.map_err(|source| ServerError::Bind { address: address.clone(), source })?;
+    let service = Service::open(config, server_id).await.map_err(ServerError::Storage)?;
+    tracing::info!("server {server_id} listening on {address}");
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(ServerError::Runtime)?;
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).map_err(ServerError::Runtime)?;
+    let slots = Arc::new(Semaphore::new(CONNECTIONS_MAX as usize));
+    loop {
+        tokio::select! {
+            _ = terminate.recv() => break,
+            _ = interrupt.recv() => break,
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                    tracing::warn!("connection limit reached; refusing a connection");
+                    continue;
+                };
+                let service = service.clone();
+                tokio::spawn(async move {
+                    connection::serve(stream, service).await;
+                    drop(slot);
+                });
+            }
+        }
+    }
+    tracing::info!("server {server_id} shutting down");
+    let _ = service.committer.flush().await;
+    Ok(())
+}

@@ -1,0 +1,311 @@
+//! The operations a server performs, independent of how requests arrive.
+//!
+//! Reads of metadata run on the blocking pool with their own read
+//! transaction; changes go through the committer; bytestream I/O runs on
+//! the blocking pool under the scheduler's per-handle ordering.
+
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use weft_config::{Config, MetadataSync};
+use weft_proto::message::{
+    Credentials, DatafileStat, ObjectKind, Reply, ReplyResult, Request, ServerStatus, TimeNs,
+};
+use weft_proto::{limits, ErrorCode, Handle, WeftResult};
+
+use crate::bytestream::Bytestreams;
+use crate::committer::Committer;
+use crate::namespace;
+use crate::perm::{self, EXEC, READ};
+use crate::scheduler::Scheduler;
+use crate::store::{Reader, Store};
+
+/// Everything one server process owns.
+pub struct Service {
+    /// This server's id.
+    pub server_id: u32,
+    /// The file system configuration.
+    pub config: Config,
+    /// Key/value store.
+    pub store: Arc<Store>,
+    /// Datafile bytes.
+    pub bytestreams: Bytestreams,
+    /// Namespace change queue.
+    pub committer: Committer,
+    /// Per-handle ordering.
+    pub scheduler: Arc<Scheduler>,
+    started: Instant,
+}
+
+/// The current time in nanoseconds since the epoch.
+pub fn now_ns() -> TimeNs {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
+}
+
+impl Service {
+    /// Opens storage, starts the committer, creates the root if this server holds target 0.
+    pub async fn open(config: Config, server_id: u32) -> WeftResult<Arc<Service>> {
+        let section = config.server(server_id).ok_or(ErrorCode::Invalid)?.clone();
+        let store = Arc::new(Store::open(&section.storage)?);
+        let bytestreams = Bytestreams::open(&section.storage)?;
+        let durable = config.durability.metadata_sync == MetadataSync::Commit;
+        let committer = Committer::start(store.clone(), durable, config.durability.commit_batch_max)
+            .map_err(|e| ErrorCode::from_io(&e))?;
+        let service = Arc::new(Service {
+            server_id,
+            config,
+            store,
+            bytestreams,
+            committer,
+            scheduler: Arc::new(Scheduler::default()),
+            started: Instant::now(),
+        });
+        if service.config.targets_of_server(server_id).contains(&0) {
+            let now = now_ns();
+            service.committer.submit(Box::new(move |w, _| namespace::ensure_root(w, now))).await?;
+        }
+        Ok(service)
+    }
+
+    /// Checks that a handle belongs to a target this server hosts.
+    fn local(&self, handle: Handle) -> WeftResult<()> {
+        match self.config.server_of_handle(handle) {
+            Some(id) if id == self.server_id => Ok(()),
+            _ => Err(ErrorCode::Stale),
+        }
+    }
+
+    fn local_target(&self, target_id: u16) -> WeftResult<()> {
+        match self.config.server_of_target(target_id) {
+            Some(id) if id == self.server_id => Ok(()),
+            _ => Err(ErrorCode::Invalid),
+        }
+    }
+
+    /// Runs a closure over a read transaction on the blocking pool.
+    async fn read<T, F>(self: &Arc<Self>, f: F) -> WeftResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Service, &Reader) -> WeftResult<T> + Send + 'static,
+    {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let reader = this.store.read()?;
+            f(&this, &reader)
+        })
+        .await
+        .map_err(|_| ErrorCode::Io)?
+    }
+
+    /// Handles every request except `Hello`, `Read` and `Write`, which need
+    /// the connection (see [`crate::connection`]).
+    pub async fn handle(self: &Arc<Self>, request: Request) -> ReplyResult {
+        match request {
+            Request::Hello { .. } | Request::Read { .. } | Request::Write { .. } => Err(ErrorCode::Protocol),
+            Request::Ping => Ok(Reply::Done),
+            Request::Lookup { cred, parent, name } => self.lookup(cred, parent, name).await,
+            Request::GetAttr { handle } => {
+                self.local(handle)?;
+                let attrs = self.read(move |s, r| s.attributes(r, handle)).await?;
+                Ok(Reply::Attributes(attrs))
+            }
+            Request::GetAttrBatch { handles } => self.getattr_batch(handles).await,
+            Request::DatafileSizes { handles } => self.datafile_sizes(handles).await,
+            Request::CreateObject { cred, target_id, mode, object } => {
+                self.local_target(target_id)?;
+                let now = now_ns();
+                self.commit(move |w, ids| namespace::create_object(w, ids, &cred, target_id, mode, object, now)).await
+            }
+            Request::SetLayout { handle, layout } => {
+                self.local(handle)?;
+                self.commit(move |w, _| namespace::set_layout(w, handle, layout)).await
+            }
+            Request::SetAttr { cred, handle, changes } => {
+                self.local(handle)?;
+                let now = now_ns();
+                self.commit(move |w, _| namespace::set_attr(w, &cred, handle, changes, now)).await
+            }
+            Request::TruncateDatafile { handle, local_size } => self.truncate(handle, local_size).await,
+            Request::CreateDirent { cred, parent, name, target, kind } => {
+                self.local(parent)?;
+                let now = now_ns();
+                self.commit(move |w, _| namespace::create_dirent(w, &cred, parent, &name, target, kind, now)).await
+            }
+            Request::RemoveDirent { cred, parent, name, expect_directory } => {
+                self.local(parent)?;
+                let now = now_ns();
+                self.commit(move |w, _| namespace::remove_dirent(w, &cred, parent, &name, expect_directory, now)).await
+            }
+            Request::ReplaceDirent { cred, parent, name, target, kind } => {
+                self.local(parent)?;
+                let now = now_ns();
+                self.commit(move |w, _| namespace::replace_dirent(w, &cred, parent, &name, target, kind, now)).await
+            }
+            Request::RemoveObject { handle } => self.remove_object(handle).await,
+            Request::ReadDir { cred, dir, cookie, max_entries } => self.readdir(cred, dir, cookie, max_entries).await,
+            Request::Rename { cred, old_parent, old_name, new_parent, new_name } => {
+                self.local(old_parent)?;
+                self.local(new_parent)?;
+                let now = now_ns();
+                self.commit(move |w, _| namespace::rename(w, &cred, old_parent, &old_name, new_parent, &new_name, now))
+                    .await
+            }
+            Request::StatFs => Ok(Reply::Status(self.status().await?)),
+            Request::Fsync { handles } => self.fsync(handles).await,
+        }
+    }
+
+    async fn commit<F>(&self, f: F) -> ReplyResult
+    where
+        F: FnOnce(&crate::store::Writer<'_>, &mut crate::committer::IdAllocator) -> ReplyResult + Send + 'static,
+    {
+        self.committer.submit(Box::new(f)).await
+    }
+
+    async fn lookup(self: &Arc<Self>, cred: Credentials, parent: Handle, name: String) -> ReplyResult {
+        self.local(parent)?;
+        weft_proto::message::validate_name(&name)?;
+        self.read(move |_, r| {
+            let dir = r.object(parent).map_err(|e| if e == ErrorCode::Stale { ErrorCode::NoEntry } else { e })?;
+            if dir.kind != ObjectKind::Directory {
+                return Err(ErrorCode::NotDir);
+            }
+            perm::check(&cred, &dir, EXEC)?;
+            let (handle, kind) = r.dirent(parent, &name)?.ok_or(ErrorCode::NoEntry)?;
+            Ok(Reply::Entry { handle, kind })
+        })
+        .await
+    }
+
+    fn attributes(&self, reader: &Reader, handle: Handle) -> WeftResult<weft_proto::message::Attributes> {
+        let record = reader.object(handle)?;
+        let local_size = match record.kind {
+            ObjectKind::Datafile => self.bytestreams.stat(handle)?.0,
+            _ => 0,
+        };
+        Ok(record.attributes(handle, local_size))
+    }
+
+    async fn getattr_batch(self: &Arc<Self>, handles: Vec<Handle>) -> ReplyResult {
+        if handles.len() > limits::BATCH_HANDLES_MAX as usize {
+            return Err(ErrorCode::Invalid);
+        }
+        self.read(move |s, r| {
+            let all = handles.iter().map(|h| s.local(*h).and_then(|_| s.attributes(r, *h))).collect();
+            Ok(Reply::AttributesBatch(all))
+        })
+        .await
+    }
+
+    async fn datafile_sizes(self: &Arc<Self>, handles: Vec<Handle>) -> ReplyResult {
+        if handles.len() > limits::BATCH_HANDLES_MAX as usize {
+            return Err(ErrorCode::Invalid);
+        }
+        self.read(move |s, r| {
+            let all = handles.iter().map(|h| s.datafile_stat(r, *h)).collect();
+            Ok(Reply::Sizes(all))
+        })
+        .await
+    }
+
+    fn datafile_stat(&self, reader: &Reader, handle: Handle) -> WeftResult<DatafileStat> {
+        self.local(handle)?;
+        if reader.object(handle)?.kind != ObjectKind::Datafile {
+            return Err(ErrorCode::Invalid);
+        }
+        let (local_size, mtime_ns) = self.bytestreams.stat(handle)?;
+        Ok(DatafileStat { local_size, mtime_ns })
+    }
+
+    /// Verifies that `handle` is a datafile stored here.
+    pub async fn check_datafile(self: &Arc<Self>, handle: Handle) -> WeftResult<()> {
+        self.local(handle)?;
+        self.read(move |_, r| match r.object(handle)?.kind {
+            ObjectKind::Datafile => Ok(()),
+            _ => Err(ErrorCode::Invalid),
+        })
+        .await
+    }
+
+    async fn truncate(self: &Arc<Self>, handle: Handle, local_size: u64) -> ReplyResult {
+        if local_size > limits::FILE_BYTES_MAX {
+            return Err(ErrorCode::TooBig);
+        }
+        let _guard = self.scheduler.exclusive(handle).await;
+        self.check_datafile(handle).await?;
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.bytestreams.set_len(handle, local_size))
+            .await
+            .map_err(|_| ErrorCode::Io)??;
+        Ok(Reply::Io { bytes: 0, local_size })
+    }
+
+    async fn remove_object(self: &Arc<Self>, handle: Handle) -> ReplyResult {
+        self.local(handle)?;
+        let _guard = self.scheduler.exclusive(handle).await;
+        self.commit(move |w, _| namespace::remove_object(w, handle)).await?;
+        let this = self.clone();
+        // The record is gone (committed); the local file, if any, follows.
+        tokio::task::spawn_blocking(move || this.bytestreams.remove(handle)).await.map_err(|_| ErrorCode::Io)??;
+        Ok(Reply::Done)
+    }
+
+    async fn readdir(self: &Arc<Self>, cred: Credentials, dir: Handle, cookie: u64, max_entries: u32) -> ReplyResult {
+        self.local(dir)?;
+        let max = max_entries.clamp(1, limits::READDIR_ENTRIES_MAX);
+        self.read(move |_, r| {
+            let record = r.object(dir).map_err(|e| if e == ErrorCode::Stale { ErrorCode::NoEntry } else { e })?;
+            if record.kind != ObjectKind::Directory {
+                return Err(ErrorCode::NotDir);
+            }
+            perm::check(&cred, &record, READ)?;
+            let (entries, end) = r.dir_page(dir, cookie, max)?;
+            Ok(Reply::DirPage { entries, end })
+        })
+        .await
+    }
+
+    async fn fsync(self: &Arc<Self>, handles: Vec<Handle>) -> ReplyResult {
+        if handles.len() > limits::BATCH_HANDLES_MAX as usize {
+            return Err(ErrorCode::Invalid);
+        }
+        for handle in &handles {
+            self.local(*handle)?;
+        }
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || handles.iter().try_for_each(|h| this.bytestreams.sync(*h)))
+            .await
+            .map_err(|_| ErrorCode::Io)??;
+        Ok(Reply::Done)
+    }
+
+    /// This server's status.
+    pub async fn status(self: &Arc<Self>) -> WeftResult<ServerStatus> {
+        let storage = self.config.server(self.server_id).ok_or(ErrorCode::Io)?.storage.clone();
+        let (bytes_total, bytes_free) = statvfs(&storage)?;
+        let objects = self.read(|_, r| r.object_count()).await?;
+        let targets = self.config.targets_of_server(self.server_id).len() as u64;
+        Ok(ServerStatus {
+            server_id: self.server_id,
+            bytes_total,
+            bytes_free,
+            objects,
+            object_ids_free: (weft_proto::handle::OBJECT_ID_MAX * targets).saturating_sub(objects),
+            uptime_s: self.started.elapsed().as_secs(),
+        })
+    }
+}
+
+/// Total and available bytes of the file system holding `path`.
+fn statvfs(path: &std::path::Path) -> WeftResult<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| ErrorCode::Invalid)?;
+    let mut out: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c_path is a valid NUL-terminated string and out is a valid statvfs.
+    let rc = unsafe { libc::statvfs(c_path.as_ptr(), &mut out) };
+    if rc != 0 {
+        return Err(ErrorCode::from_io(&std::io::Error::last_os_error()));
+    }
+    let block = out.f_frsize as u64;
+    Ok((out.f_blocks as u64 * block, out.f_bavail as u64 * block))
+}

@@ -1,0 +1,315 @@
+//! The key/value half of a server's storage: objects, directory entries and
+//! counters in one redb database (`meta.redb` in the storage directory).
+//!
+//! Tables (see docs/FORMAT.md for the record layouts):
+//! - `objects`: handle → postcard [`ObjectRecord`]
+//! - `dirents`: (directory handle, name) → (sequence, target handle, kind tag)
+//! - `dirseq`: (directory handle, sequence) → name, the readdir order
+//! - `counters`: name → u64 (object-id reservations per target)
+//!
+//! Reads run on any thread with their own read transaction. Writes run only
+//! inside the committer's write transaction ([`crate::committer`]); every
+//! write function checks all its preconditions before it changes anything,
+//! so a failed operation leaves the shared transaction untouched.
+
+use std::path::Path;
+
+use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
+use serde::{Deserialize, Serialize};
+use weft_proto::message::{Attributes, DirEntry, FileLayout, ObjectKind, TimeNs};
+use weft_proto::{Distribution, ErrorCode, Handle, WeftResult};
+
+/// Objects by handle.
+pub const OBJECTS: TableDefinition<u64, &[u8]> = TableDefinition::new("objects");
+/// Directory entries by (directory, name).
+pub const DIRENTS: TableDefinition<(u64, &str), (u64, u64, u8)> = TableDefinition::new("dirents");
+/// Directory entry names by (directory, insertion sequence).
+pub const DIRSEQ: TableDefinition<(u64, u64), &str> = TableDefinition::new("dirseq");
+/// Named counters.
+pub const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
+
+/// The stored form of one object.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ObjectRecord {
+    /// Kind.
+    pub kind: ObjectKind,
+    /// Permission bits.
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Access time.
+    pub atime_ns: TimeNs,
+    /// Modification time.
+    pub mtime_ns: TimeNs,
+    /// Change time.
+    pub ctime_ns: TimeNs,
+    /// Metafile layout.
+    pub layout: Option<FileLayout>,
+    /// Directory default striping.
+    pub default_distribution: Option<Distribution>,
+    /// Directory: next insertion sequence number.
+    pub next_sequence: u64,
+    /// Directory: entry count.
+    pub entry_count: u64,
+    /// Symlink target.
+    pub symlink_target: Option<String>,
+    /// Directory parent.
+    pub parent: Option<Handle>,
+}
+
+impl ObjectRecord {
+    /// A fresh record of `kind` owned by `uid:gid`.
+    pub fn new(kind: ObjectKind, mode: u32, uid: u32, gid: u32, now: TimeNs) -> ObjectRecord {
+        ObjectRecord {
+            kind,
+            mode: mode & 0o7777,
+            uid,
+            gid,
+            atime_ns: now,
+            mtime_ns: now,
+            ctime_ns: now,
+            layout: None,
+            default_distribution: None,
+            next_sequence: 1,
+            entry_count: 0,
+            symlink_target: None,
+            parent: None,
+        }
+    }
+
+    /// Encodes for storage.
+    pub fn encode(&self) -> Vec<u8> {
+        postcard::to_allocvec(self).expect("record encodes")
+    }
+
+    /// Decodes a stored record; corruption is an I/O error.
+    pub fn decode(bytes: &[u8]) -> WeftResult<ObjectRecord> {
+        let record: ObjectRecord = postcard::from_bytes(bytes).map_err(|_| ErrorCode::Io)?;
+        if record.next_sequence == 0 {
+            return Err(ErrorCode::Io);
+        }
+        Ok(record)
+    }
+
+    /// The wire attributes of this record.
+    pub fn attributes(&self, handle: Handle, local_size: u64) -> Attributes {
+        Attributes {
+            handle,
+            kind: self.kind,
+            mode: self.mode,
+            uid: self.uid,
+            gid: self.gid,
+            atime_ns: self.atime_ns,
+            mtime_ns: self.mtime_ns,
+            ctime_ns: self.ctime_ns,
+            layout: self.layout.clone(),
+            default_distribution: self.default_distribution,
+            entry_count: self.entry_count,
+            symlink_target: self.symlink_target.clone(),
+            local_size,
+            parent: self.parent,
+        }
+    }
+}
+
+/// Stable one-byte tags for [`ObjectKind`] in the dirent table.
+pub fn kind_tag(kind: ObjectKind) -> u8 {
+    match kind {
+        ObjectKind::Metafile => 1,
+        ObjectKind::Datafile => 2,
+        ObjectKind::Directory => 3,
+        ObjectKind::Symlink => 4,
+    }
+}
+
+/// Inverse of [`kind_tag`]; unknown tags are corruption.
+pub fn kind_from_tag(tag: u8) -> WeftResult<ObjectKind> {
+    match tag {
+        1 => Ok(ObjectKind::Metafile),
+        2 => Ok(ObjectKind::Datafile),
+        3 => Ok(ObjectKind::Directory),
+        4 => Ok(ObjectKind::Symlink),
+        _ => Err(ErrorCode::Io),
+    }
+}
+
+fn storage_error<E: std::fmt::Display>(err: E) -> ErrorCode {
+    tracing::error!("key/value store: {err}");
+    ErrorCode::Io
+}
+
+/// The opened database.
+pub struct Store {
+    db: Database,
+}
+
+impl Store {
+    /// Opens (or creates) the database and its tables.
+    pub fn open(dir: &Path) -> WeftResult<Store> {
+        std::fs::create_dir_all(dir).map_err(|e| ErrorCode::from_io(&e))?;
+        let db = Database::create(dir.join("meta.redb")).map_err(storage_error)?;
+        let txn = db.begin_write().map_err(storage_error)?;
+        {
+            txn.open_table(OBJECTS).map_err(storage_error)?;
+            txn.open_table(DIRENTS).map_err(storage_error)?;
+            txn.open_table(DIRSEQ).map_err(storage_error)?;
+            txn.open_table(COUNTERS).map_err(storage_error)?;
+        }
+        txn.commit().map_err(storage_error)?;
+        Ok(Store { db })
+    }
+
+    /// Starts a read transaction.
+    pub fn read(&self) -> WeftResult<Reader> {
+        Ok(Reader { txn: self.db.begin_read().map_err(storage_error)? })
+    }
+
+    /// Starts a write transaction (committer only).
+    pub fn begin_write(&self) -> WeftResult<WriteTransaction> {
+        self.db.begin_write().map_err(storage_error)
+    }
+}
+
+/// A consistent read-only view.
+pub struct Reader {
+    txn: ReadTransaction,
+}
+
+impl Reader {
+    /// Loads an object; `Stale` if it does not exist.
+    pub fn object(&self, handle: Handle) -> WeftResult<ObjectRecord> {
+        let table = self.txn.open_table(OBJECTS).map_err(storage_error)?;
+        let value = table.get(handle.0).map_err(storage_error)?.ok_or(ErrorCode::Stale)?;
+        ObjectRecord::decode(value.value())
+    }
+
+    /// Looks up a directory entry.
+    pub fn dirent(&self, dir: Handle, name: &str) -> WeftResult<Option<(Handle, ObjectKind)>> {
+        let table = self.txn.open_table(DIRENTS).map_err(storage_error)?;
+        match table.get((dir.0, name)).map_err(storage_error)? {
+            None => Ok(None),
+            Some(value) => {
+                let (_, target, tag) = value.value();
+                Ok(Some((Handle(target), kind_from_tag(tag)?)))
+            }
+        }
+    }
+
+    /// Entries of `dir` with sequence > `cookie`, at most `max` of them, and
+    /// whether the listing ended.
+    pub fn dir_page(&self, dir: Handle, cookie: u64, max: u32) -> WeftResult<(Vec<DirEntry>, bool)> {
+        let seq = self.txn.open_table(DIRSEQ).map_err(storage_error)?;
+        let dirents = self.txn.open_table(DIRENTS).map_err(storage_error)?;
+        let start = cookie.checked_add(1).ok_or(ErrorCode::Invalid)?;
+        let mut entries = Vec::new();
+        let mut range = seq.range((dir.0, start)..=(dir.0, u64::MAX)).map_err(storage_error)?;
+        for item in range.by_ref() {
+            let (key, name) = item.map_err(storage_error)?;
+            let name = name.value().to_string();
+            let (_, sequence) = key.value();
+            let (_, target, tag) = dirents.get((dir.0, name.as_str())).map_err(storage_error)?.ok_or(ErrorCode::Io)?.value();
+            entries.push(DirEntry { name, handle: Handle(target), kind: kind_from_tag(tag)?, sequence });
+            if entries.len() as u32 >= max {
+                break;
+            }
+        }
+        let end = range.next().is_none();
+        Ok((entries, end))
+    }
+
+    /// Number of stored objects.
+    pub fn object_count(&self) -> WeftResult<u64> {
+        let table = self.txn.open_table(OBJECTS).map_err(storage_error)?;
+        table.len().map_err(storage_error)
+    }
+
+    /// A counter's value (0 if unset).
+    pub fn counter(&self, name: &str) -> WeftResult<u64> {
+        let table = self.txn.open_table(COUNTERS).map_err(storage_error)?;
+        Ok(table.get(name).map_err(storage_error)?.map(|v| v.value()).unwrap_or(0))
+    }
+}
+
+/// Write helpers used inside the committer's transaction.
+pub struct Writer<'t> {
+    txn: &'t WriteTransaction,
+}
+
+impl<'t> Writer<'t> {
+    /// Wraps the committer's transaction.
+    pub fn new(txn: &'t WriteTransaction) -> Writer<'t> {
+        Writer { txn }
+    }
+
+    /// Loads an object; `Stale` if absent.
+    pub fn object(&self, handle: Handle) -> WeftResult<ObjectRecord> {
+        let table = self.txn.open_table(OBJECTS).map_err(storage_error)?;
+        let value = table.get(handle.0).map_err(storage_error)?.ok_or(ErrorCode::Stale)?;
+        ObjectRecord::decode(value.value())
+    }
+
+    /// Whether an object exists.
+    pub fn exists(&self, handle: Handle) -> WeftResult<bool> {
+        let table = self.txn.open_table(OBJECTS).map_err(storage_error)?;
+        let found = table.get(handle.0).map_err(storage_error)?.is_some();
+        Ok(found)
+    }
+
+    /// Stores an object.
+    pub fn put_object(&self, handle: Handle, record: &ObjectRecord) -> WeftResult<()> {
+        let mut table = self.txn.open_table(OBJECTS).map_err(storage_error)?;
+        table.insert(handle.0, record.encode().as_slice()).map_err(storage_error)?;
+        Ok(())
+    }
+
+    /// Deletes an object.
+    pub fn delete_object(&self, handle: Handle) -> WeftResult<()> {
+        let mut table = self.txn.open_table(OBJECTS).map_err(storage_error)?;
+        table.remove(handle.0).map_err(storage_error)?;
+        Ok(())
+    }
+
+    /// Looks up a directory entry.
+    pub fn dirent(&self, dir: Handle, name: &str) -> WeftResult<Option<(u64, Handle, ObjectKind)>> {
+        let table = self.txn.open_table(DIRENTS).map_err(storage_error)?;
+        let found = table.get((dir.0, name)).map_err(storage_error)?.map(|v| v.value());
+        match found {
+            None => Ok(None),
+            Some((sequence, target, tag)) => Ok(Some((sequence, Handle(target), kind_from_tag(tag)?))),
+        }
+    }
+
+    /// Inserts an entry with sequence number `sequence` (caller updated the directory record).
+    pub fn insert_dirent(&self, dir: Handle, name: &str, sequence: u64, target: Handle, kind: ObjectKind) -> WeftResult<()> {
+        let mut dirents = self.txn.open_table(DIRENTS).map_err(storage_error)?;
+        dirents.insert((dir.0, name), (sequence, target.0, kind_tag(kind))).map_err(storage_error)?;
+        let mut seq = self.txn.open_table(DIRSEQ).map_err(storage_error)?;
+        seq.insert((dir.0, sequence), name).map_err(storage_error)?;
+        Ok(())
+    }
+
+    /// Removes an entry known to exist with `sequence`.
+    pub fn delete_dirent(&self, dir: Handle, name: &str, sequence: u64) -> WeftResult<()> {
+        let mut dirents = self.txn.open_table(DIRENTS).map_err(storage_error)?;
+        dirents.remove((dir.0, name)).map_err(storage_error)?;
+        let mut seq = self.txn.open_table(DIRSEQ).map_err(storage_error)?;
+        seq.remove((dir.0, sequence)).map_err(storage_error)?;
+        Ok(())
+    }
+
+    /// A counter's value (0 if unset).
+    pub fn counter(&self, name: &str) -> WeftResult<u64> {
+        let table = self.txn.open_table(COUNTERS).map_err(storage_error)?;
+        let value = table.get(name).map_err(storage_error)?.map(|v| v.value()).unwrap_or(0);
+        Ok(value)
+    }
+
+    /// Sets a counter.
+    pub fn set_counter(&self, name: &str, value: u64) -> WeftResult<()> {
+        let mut table = self.txn.open_table(COUNTERS).map_err(storage_error)?;
+        table.insert(name, value).map_err(storage_error)?;
+        Ok(())
+    }
+}
