@@ -1,0 +1,89 @@
+//! The `weft` command end to end: genconfig errors, up, ping, cp in and
+//! out, ls, mkdir, layout, stat, statfs, rm, down.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use weft_testkit::weft_bin;
+
+fn weft(args: &[&str], config: Option<&Path>) -> Output {
+    let mut command = Command::new(weft_bin());
+    command.args(args);
+    match config {
+        Some(path) => command.env("WEFT_CONFIG", path),
+        None => command.env_remove("WEFT_CONFIG"),
+    };
+    command.output().expect("run weft")
+}
+
+fn ok(output: Output) -> String {
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(output.status.success(), "weft failed: {stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    stdout
+}
+
+/// Stops the file system a test brought up, also when the test fails.
+struct Down<'a>(&'a Path);
+
+impl Drop for Down<'_> {
+    fn drop(&mut self) {
+        let _ = weft(&["down", "--dir", self.0.to_str().unwrap()], None);
+    }
+}
+
+#[test]
+fn up_copy_list_remove_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs_dir = dir.path().join("fs");
+    let host = format!("127.{}.{}.{}", 100 + std::process::id() % 100, std::process::id() % 250, 7);
+    let up = ok(weft(&["up", "--dir", fs_dir.to_str().unwrap(), "--servers", "3", "--host", &host, "--base-port", "7300"], None));
+    let _down = Down(&fs_dir);
+    let config = fs_dir.join("weft.toml");
+    assert_eq!(up.trim(), format!("export WEFT_CONFIG={}", config.display()));
+    let cfg = Some(config.as_path());
+    assert_eq!(ok(weft(&["ping"], cfg)).lines().filter(|l| l.contains(" ok ")).count(), 3);
+    // A second `up` in the same directory refuses.
+    assert!(!weft(&["up", "--dir", fs_dir.to_str().unwrap(), "--host", &host, "--base-port", "7300"], None).status.success());
+
+    let source = dir.path().join("in.bin");
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
+    std::fs::write(&source, &data).unwrap();
+    ok(weft(&["mkdir", "-p", "weft:/a/b"], cfg));
+    ok(weft(&["cp", source.to_str().unwrap(), "weft:/a/b/data", "--strip-size", "100000", "--stripe-count", "2"], cfg));
+    let listing = ok(weft(&["ls", "-l", "weft:/a/b"], cfg));
+    assert!(listing.contains(" 3000000 data"), "{listing}");
+    let layout = ok(weft(&["layout", "weft:/a/b/data"], cfg));
+    assert!(layout.contains("strip_size: 100000") && layout.contains("stripe_count: 2"), "{layout}");
+    assert_eq!(layout.lines().filter(|l| l.starts_with("stripe ")).count(), 2);
+    ok(weft(&["cp", "weft:/a/b/data", "weft:/a/copy"], cfg));
+    let back = dir.path().join("out.bin");
+    ok(weft(&["cp", "weft:/a/copy", back.to_str().unwrap()], cfg));
+    assert!(std::fs::read(&back).unwrap() == data);
+    assert!(ok(weft(&["stat", "weft:/a/copy"], cfg)).contains("size: 3000000"));
+    assert!(ok(weft(&["statfs"], cfg)).contains("total"));
+    // rm without -r refuses a directory; with -r removes the tree.
+    assert!(!weft(&["rm", "weft:/a"], cfg).status.success());
+    ok(weft(&["rm", "-r", "weft:/a"], cfg));
+    assert_eq!(ok(weft(&["ls", "weft:/"], cfg)).trim(), "");
+    let missing = weft(&["stat", "weft:/a"], cfg);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no such file"));
+    ok(weft(&["down", "--dir", fs_dir.to_str().unwrap()], None));
+    assert!(!weft(&["ping"], cfg).status.success());
+}
+
+#[test]
+fn commands_without_config_or_with_bad_config_explain() {
+    let out = weft(&["ls", "weft:/"], None);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("WEFT_CONFIG"));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    ok(weft(&["genconfig", "--servers", "2", "--root", "/tmp/x", "-o", path.to_str().unwrap()], None));
+    let text = std::fs::read_to_string(&path).unwrap().replacen("127.0.0.1:7102", "not-an-address", 1);
+    std::fs::write(&path, text).unwrap();
+    let out = weft(&["ping"], Some(&path));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("bad.toml:") && stderr.contains("server[1].address"), "{stderr}");
+}
