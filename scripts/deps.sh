@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what building and testing Weft needs on a fresh Debian machine
+# (root, Rust already present). Safe to run repeatedly: it installs only
+# packages that are missing.
+set -euo pipefail
+
+packages=(gcc make pkg-config fuse3 libfuse3-dev fio)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+command -v cargo >/dev/null || { echo "cargo not found: install Rust (rustup) first" >&2; exit 1; }
