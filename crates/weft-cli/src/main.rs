@@ -59,6 +59,9 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Behave like other Unix tools when the reader of our output goes away (`weft ls | head`).
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("WEFT_LOG").unwrap_or_else(|_| "warn,weft=info".into()))
         .with_writer(std::io::stderr)
