@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, builds everything optimized
-# (tests start the real `weft` binary), then runs every test.
+# (tests start the real `weft` binary), runs every test, and prints one
+# summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/deps.sh
 cargo build --release --workspace --locked
-cargo test --release --workspace --locked -- --test-threads="${WEFT_TEST_THREADS:-4}"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test --release --workspace --locked --lib --bins --tests -- --test-threads="${WEFT_TEST_THREADS:-4}" 2>&1 | tee "$log" || status=$?
+passed=$(grep -E '^test result:' "$log" | sed -E 's/.* ([0-9]+) passed.*/\1/' | paste -sd+ - | bc)
+failed=$(grep -E '^test result:' "$log" | sed -E 's/.* ([0-9]+) failed.*/\1/' | paste -sd+ - | bc)
+echo "tests: ${passed:-0} passed, ${failed:-0} failed"
+exit $status

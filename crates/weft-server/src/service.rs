@@ -34,6 +34,10 @@ pub struct Service {
     pub committer: Committer,
     /// Per-handle ordering.
     pub scheduler: Arc<Scheduler>,
+    /// I/O counters (`Request::Counters`).
+    pub counters: crate::counters::Counters,
+    /// Byte-range exclusion for sieving writes.
+    pub ranges: crate::ranges::RangeLocks,
     started: Instant,
 }
 
@@ -58,6 +62,8 @@ impl Service {
             bytestreams,
             committer,
             scheduler: Arc::new(Scheduler::default()),
+            counters: Default::default(),
+            ranges: Default::default(),
             started: Instant::now(),
         });
         if service.config.targets_of_server(server_id).contains(&0) {
@@ -82,19 +88,19 @@ impl Service {
         }
     }
 
-    /// Runs a closure over a read transaction on the blocking pool.
+    /// Runs a closure over a read transaction.
+    ///
+    /// Runs inline on the network worker: every read is bounded by the
+    /// limits (one object, one page, one batch) and mostly served from
+    /// redb's cache, so a hop to the blocking pool would cost more (a
+    /// thread handoff per request) than it saves.
     async fn read<T, F>(self: &Arc<Self>, f: F) -> WeftResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Service, &Reader) -> WeftResult<T> + Send + 'static,
     {
-        let this = self.clone();
-        tokio::task::spawn_blocking(move || {
-            let reader = this.store.read()?;
-            f(&this, &reader)
-        })
-        .await
-        .map_err(|_| ErrorCode::Io)?
+        let reader = self.store.read()?;
+        f(self, &reader)
     }
 
     /// Handles every request except `Hello`, `Read` and `Write`, which need
@@ -152,6 +158,12 @@ impl Service {
             }
             Request::StatFs => Ok(Reply::Status(self.status().await?)),
             Request::Fsync { handles } => self.fsync(handles).await,
+            Request::Counters => Ok(Reply::Counters(self.counters.snapshot())),
+            // Served with the connection, like Read and Write (see crate::noncontig).
+            Request::ReadList { .. }
+            | Request::WriteList { .. }
+            | Request::ReadDatatype { .. }
+            | Request::WriteDatatype { .. } => Err(ErrorCode::Protocol),
         }
     }
 
