@@ -4,8 +4,11 @@
 //! remove drops it first). A client that dies midway can strand unnamed
 //! objects; the server-driven path of a later design removes that window.
 //!
-//! Request counts (N = stripe count): create N+4, unlink N+3, mkdir 3,
-//! rmdir 2 (+ lookup), stat of a file 1 + servers holding its datafiles.
+//! Request counts (N = stripe count): create N+4 in 4 serial phases
+//! (parent check; metafile and datafiles; layout; name), unlink N+3 in 3
+//! (name; metafile attributes; all objects), mkdir 3, rmdir 4 (lookup,
+//! parent check, object, name), stat of a file 2 + servers holding its
+//! datafiles.
 
 use futures::future::join_all;
 use weft_proto::message::{
@@ -84,20 +87,27 @@ impl Client {
         let distribution = self.choose_distribution(&options, &parent_attrs)?;
         let mode = options.mode.unwrap_or(0o644);
         let metadata_server = self.server_of(parent)?;
-        let metafile = self.create_object(metadata_server, mode, NewObject::Metafile).await?;
         let data_servers = self.config().data_servers();
         let start = self.place(&data_servers);
         let chosen: Vec<u32> = (0..distribution.stripe_count as usize)
             .map(|i| data_servers[(start + i) % data_servers.len()])
             .collect();
-        let created = join_all(chosen.iter().map(|s| self.create_object(*s, mode, NewObject::Datafile))).await;
+        // The metafile and the datafiles are independent objects: one phase.
+        let (metafile, created) = futures::join!(
+            self.create_object(metadata_server, mode, NewObject::Metafile),
+            join_all(chosen.iter().map(|s| self.create_object(*s, mode, NewObject::Datafile)))
+        );
         let datafiles: Vec<Handle> = created.iter().filter_map(|r| r.as_ref().ok().copied()).collect();
-        if datafiles.len() != chosen.len() {
-            let mut orphans = datafiles.clone();
-            orphans.push(metafile);
-            self.discard(&orphans).await;
-            return Err(created.into_iter().find_map(|r| r.err()).unwrap_or(ErrorCode::Io));
-        }
+        let metafile = match metafile {
+            Ok(metafile) if datafiles.len() == chosen.len() => metafile,
+            _ => {
+                let mut orphans = datafiles.clone();
+                orphans.extend(metafile.as_ref().ok());
+                self.discard(&orphans).await;
+                let error = metafile.err().or_else(|| created.into_iter().find_map(|r| r.err()));
+                return Err(error.unwrap_or(ErrorCode::Io));
+            }
+        };
         let layout = FileLayout { distribution, datafiles: datafiles.clone() };
         let steps = async {
             self.call_at(metafile, Request::SetLayout { handle: metafile, layout: layout.clone() }).await?;
@@ -188,14 +198,14 @@ impl Client {
 
     /// Removes the objects behind a name that is already gone.
     async fn destroy(&self, handle: Handle, kind: ObjectKind) -> WeftResult<()> {
+        // The name is already gone: the metafile and its datafiles go in one phase.
+        let mut objects = vec![handle];
         if kind == ObjectKind::Metafile {
-            let attrs = self.getattr_raw(handle).await?;
-            if let Some(layout) = attrs.layout {
-                let removed = join_all(layout.datafiles.iter().map(|h| self.call_at(*h, Request::RemoveObject { handle: *h }))).await;
-                removed.into_iter().find(|r| r.is_err() && *r != Err(ErrorCode::Stale)).transpose()?;
-            }
+            objects.extend(self.getattr_raw(handle).await?.layout.map(|l| l.datafiles).unwrap_or_default());
         }
-        self.call_at(handle, Request::RemoveObject { handle }).await.map(|_| ())
+        let removed = join_all(objects.iter().map(|h| self.call_at(*h, Request::RemoveObject { handle: *h }))).await;
+        // An object already gone (a retried or racing removal) is not an error.
+        removed.into_iter().filter(|r| *r != Err(ErrorCode::Stale)).try_for_each(|r| r.map(|_| ()))
     }
 
     /// Removes a non-directory entry and its objects (N+3 requests for a file).
