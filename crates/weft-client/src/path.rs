@@ -63,7 +63,7 @@ impl Client {
                 let mut spliced = components(&target)?;
                 spliced.reverse();
                 pending.extend(spliced);
-                if target.starts_with('/') {
+                if target.strip_prefix("weft:").unwrap_or(&target).starts_with('/') {
                     trail.truncate(1);
                     current = (Handle::ROOT, ObjectKind::Directory);
                 }
