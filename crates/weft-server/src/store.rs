@@ -8,16 +8,20 @@
 //! - `counters`: name → u64 (object-id reservations per target)
 //!
 //! Reads run on any thread with their own read transaction. Writes run only
-//! inside the committer's write transaction ([`crate::committer`]); every
+//! inside the committer's write transaction ([`crate::committer`]), which
+//! also logs them to the write-ahead log ([`crate::wal`]); every
 //! write function checks all its preconditions before it changes anything,
 //! so a failed operation leaves the shared transaction untouched.
 
+use std::cell::RefCell;
 use std::path::Path;
 
 use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 use weft_proto::message::{Attributes, DirEntry, FileLayout, ObjectKind, TimeNs};
 use weft_proto::{Distribution, ErrorCode, Handle, WeftResult};
+
+use crate::wal::Mutation;
 
 /// Objects by handle.
 pub const OBJECTS: TableDefinition<u64, &[u8]> = TableDefinition::new("objects");
@@ -232,15 +236,49 @@ impl Reader {
     }
 }
 
-/// Write helpers used inside the committer's transaction.
+/// Write helpers used inside the committer's transaction. Every change is
+/// also recorded as a [`Mutation`] for the write-ahead log.
 pub struct Writer<'t> {
     txn: &'t WriteTransaction,
+    log: RefCell<Vec<Mutation>>,
 }
 
 impl<'t> Writer<'t> {
     /// Wraps the committer's transaction.
     pub fn new(txn: &'t WriteTransaction) -> Writer<'t> {
-        Writer { txn }
+        Writer { txn, log: RefCell::new(Vec::new()) }
+    }
+
+    /// The changes made so far, in order.
+    pub fn take_mutations(&self) -> Vec<Mutation> {
+        std::mem::take(&mut *self.log.borrow_mut())
+    }
+
+    fn record(&self, mutation: Mutation) {
+        self.log.borrow_mut().push(mutation);
+    }
+
+    /// Re-applies a logged change (write-ahead log replay).
+    pub fn apply(&self, mutation: Mutation) -> WeftResult<()> {
+        match mutation {
+            Mutation::PutObject(handle, bytes) => {
+                ObjectRecord::decode(&bytes)?;
+                let mut table = self.txn.open_table(OBJECTS).map_err(storage_error)?;
+                table.insert(handle, bytes.as_slice()).map_err(storage_error)?;
+            }
+            Mutation::DeleteObject(handle) => {
+                let mut table = self.txn.open_table(OBJECTS).map_err(storage_error)?;
+                table.remove(handle).map_err(storage_error)?;
+            }
+            Mutation::InsertDirent { dir, name, sequence, target, kind } => {
+                kind_from_tag(kind)?;
+                self.insert_dirent(Handle(dir), &name, sequence, Handle(target), kind_from_tag(kind)?)?;
+            }
+            Mutation::DeleteDirent { dir, name, sequence } => self.delete_dirent(Handle(dir), &name, sequence)?,
+            Mutation::SetCounter(name, value) => self.set_counter(&name, value)?,
+        }
+        self.log.borrow_mut().clear();
+        Ok(())
     }
 
     /// Loads an object; `Stale` if absent.
@@ -259,8 +297,10 @@ impl<'t> Writer<'t> {
 
     /// Stores an object.
     pub fn put_object(&self, handle: Handle, record: &ObjectRecord) -> WeftResult<()> {
+        let bytes = record.encode();
         let mut table = self.txn.open_table(OBJECTS).map_err(storage_error)?;
-        table.insert(handle.0, record.encode().as_slice()).map_err(storage_error)?;
+        table.insert(handle.0, bytes.as_slice()).map_err(storage_error)?;
+        self.record(Mutation::PutObject(handle.0, bytes));
         Ok(())
     }
 
@@ -268,6 +308,7 @@ impl<'t> Writer<'t> {
     pub fn delete_object(&self, handle: Handle) -> WeftResult<()> {
         let mut table = self.txn.open_table(OBJECTS).map_err(storage_error)?;
         table.remove(handle.0).map_err(storage_error)?;
+        self.record(Mutation::DeleteObject(handle.0));
         Ok(())
     }
 
@@ -287,6 +328,8 @@ impl<'t> Writer<'t> {
         dirents.insert((dir.0, name), (sequence, target.0, kind_tag(kind))).map_err(storage_error)?;
         let mut seq = self.txn.open_table(DIRSEQ).map_err(storage_error)?;
         seq.insert((dir.0, sequence), name).map_err(storage_error)?;
+        let kind = kind_tag(kind);
+        self.record(Mutation::InsertDirent { dir: dir.0, name: name.to_string(), sequence, target: target.0, kind });
         Ok(())
     }
 
@@ -296,6 +339,7 @@ impl<'t> Writer<'t> {
         dirents.remove((dir.0, name)).map_err(storage_error)?;
         let mut seq = self.txn.open_table(DIRSEQ).map_err(storage_error)?;
         seq.remove((dir.0, sequence)).map_err(storage_error)?;
+        self.record(Mutation::DeleteDirent { dir: dir.0, name: name.to_string(), sequence });
         Ok(())
     }
 
@@ -310,6 +354,7 @@ impl<'t> Writer<'t> {
     pub fn set_counter(&self, name: &str, value: u64) -> WeftResult<()> {
         let mut table = self.txn.open_table(COUNTERS).map_err(storage_error)?;
         table.insert(name, value).map_err(storage_error)?;
+        self.record(Mutation::SetCounter(name.to_string(), value));
         Ok(())
     }
 }

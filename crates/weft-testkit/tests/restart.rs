@@ -139,3 +139,35 @@ fn kill_9_during_create_and_write_storm() {
         }
     }
 }
+
+#[test]
+fn acknowledged_changes_survive_kill_9_of_every_server() {
+    // Kill -9 right after the acknowledgements: the changes are only in the
+    // servers' write-ahead logs (no checkpoint yet) and must be replayed.
+    let mut cluster = Cluster::start(ClusterOptions { servers: 3, ..Default::default() });
+    let c = cluster.client();
+    c.mkdir("/k", 0o755).unwrap();
+    for i in 0..200 {
+        c.create(&format!("/k/f{i}"), CreateOptions { exclusive: true, ..Default::default() }).unwrap();
+    }
+    for i in 0..50 {
+        c.unlink(&format!("/k/f{i}")).unwrap();
+    }
+    c.rename("/k/f199", "/k/renamed").unwrap();
+    drop(c);
+    for id in 0..3 {
+        cluster.kill(id);
+    }
+    for id in 0..3 {
+        cluster.restart(id);
+    }
+    let c = cluster.client();
+    let mut names: Vec<String> = c.readdir("/k").unwrap().into_iter().map(|e| e.name).collect();
+    names.sort();
+    let mut expected: Vec<String> = (50..199).map(|i| format!("f{i}")).chain(["renamed".to_string()]).collect();
+    expected.sort();
+    assert_eq!(names, expected);
+    for name in &expected {
+        assert_eq!(c.stat(&format!("/k/{name}")).unwrap().size, 0);
+    }
+}

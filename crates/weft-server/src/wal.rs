@@ -1,0 +1,247 @@
+//! The metadata write-ahead log: what makes a group commit durable cheaply.
+//!
+//! A durable redb commit writes every dirty B-tree page and fsyncs (measured
+//! here: about 400 µs of CPU each). Instead, the committer records the
+//! key/value mutations of a batch, appends them to this log with one
+//! `fdatasync`, and commits redb *without* fsync. Every so often (by size
+//! or time, and at shutdown) a checkpoint makes redb durable and empties
+//! the log. After a crash, redb comes back at its last durable commit and
+//! the log's records are replayed in order; mutations are idempotent puts
+//! and deletes, so replaying one that redb already has is harmless.
+//!
+//! File layout (`STORAGE/meta.wal`, preallocated so appends do not change
+//! the file size, which would make every `fdatasync` a journal commit):
+//!
+//! ```text
+//! header  (16 bytes): magic "WEFTWAL1", generation u64
+//! record: length u32 (payload bytes, 0 = end), generation u64,
+//!         crc32 u32 (of generation and payload), payload (postcard Vec<Mutation>)
+//! ```
+//!
+//! A checkpoint bumps the generation in the header, so records left over
+//! from before it (stale bytes further on in the file) are never replayed.
+//! Replay stops at the first record that is empty, of another generation,
+//! or fails its checksum (a torn append at the moment of a crash).
+
+use std::fs::{File, OpenOptions};
+use std::io::ErrorKind;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use weft_proto::{ErrorCode, WeftResult};
+
+const MAGIC: &[u8; 8] = b"WEFTWAL1";
+const HEADER_BYTES: u64 = 16;
+const RECORD_HEADER_BYTES: u64 = 16;
+/// Preallocated size; a checkpoint happens before the log would outgrow it.
+pub const WAL_BYTES: u64 = 64 << 20;
+/// Largest record (one batch); bigger batches are checkpointed instead.
+pub const RECORD_BYTES_MAX: u64 = 16 << 20;
+
+/// One key/value change, as applied by [`crate::store::Writer`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Mutation {
+    /// `objects[handle] = record`.
+    PutObject(u64, Vec<u8>),
+    /// Delete `objects[handle]`.
+    DeleteObject(u64),
+    /// Insert a directory entry and its readdir-order row.
+    InsertDirent {
+        /// Directory.
+        dir: u64,
+        /// Name.
+        name: String,
+        /// Insertion sequence.
+        sequence: u64,
+        /// Target handle.
+        target: u64,
+        /// Kind tag.
+        kind: u8,
+    },
+    /// Delete a directory entry and its readdir-order row.
+    DeleteDirent {
+        /// Directory.
+        dir: u64,
+        /// Name.
+        name: String,
+        /// Insertion sequence.
+        sequence: u64,
+    },
+    /// `counters[name] = value`.
+    SetCounter(String, u64),
+}
+
+fn io_error(err: std::io::Error) -> ErrorCode {
+    tracing::error!("write-ahead log: {err}");
+    ErrorCode::from_io(&err)
+}
+
+/// The open log.
+pub struct Wal {
+    file: File,
+    generation: u64,
+    tail: u64,
+}
+
+impl Wal {
+    /// Opens (creating and preallocating if needed) and returns the log
+    /// with the batches to replay, in order.
+    pub fn open(dir: &Path) -> WeftResult<(Wal, Vec<Vec<Mutation>>)> {
+        let path = dir.join("meta.wal");
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io_error)?;
+        let length = file.metadata().map_err(io_error)?.len();
+        if length < WAL_BYTES {
+            file.set_len(WAL_BYTES).map_err(io_error)?;
+        }
+        let mut header = [0u8; HEADER_BYTES as usize];
+        let generation = match file.read_exact_at(&mut header, 0) {
+            Ok(()) if &header[..8] == MAGIC => u64::from_le_bytes(header[8..16].try_into().expect("8 bytes")),
+            Ok(()) | Err(_) => 0,
+        };
+        let mut wal = Wal { file, generation, tail: HEADER_BYTES };
+        if generation == 0 {
+            wal.write_header(1)?;
+            return Ok((wal, Vec::new()));
+        }
+        let batches = wal.read_records()?;
+        Ok((wal, batches))
+    }
+
+    fn write_header(&mut self, generation: u64) -> WeftResult<()> {
+        let mut header = [0u8; HEADER_BYTES as usize];
+        header[..8].copy_from_slice(MAGIC);
+        header[8..].copy_from_slice(&generation.to_le_bytes());
+        self.file.write_all_at(&header, 0).map_err(io_error)?;
+        self.file.sync_data().map_err(io_error)?;
+        self.generation = generation;
+        self.tail = HEADER_BYTES;
+        Ok(())
+    }
+
+    /// Reads the valid records of the current generation and positions the tail after them.
+    fn read_records(&mut self) -> WeftResult<Vec<Vec<Mutation>>> {
+        let mut batches = Vec::new();
+        let mut at = HEADER_BYTES;
+        loop {
+            let mut head = [0u8; RECORD_HEADER_BYTES as usize];
+            match self.file.read_exact_at(&mut head, at) {
+                Ok(()) => {}
+                Err(err) if err.kind() == ErrorKind::UnexpectedEof => break,
+                Err(err) => return Err(io_error(err)),
+            }
+            let length = u32::from_le_bytes(head[0..4].try_into().expect("4")) as u64;
+            let generation = u64::from_le_bytes(head[4..12].try_into().expect("8"));
+            let checksum = u32::from_le_bytes(head[12..16].try_into().expect("4"));
+            let end = at + RECORD_HEADER_BYTES + length;
+            if length == 0 || generation != self.generation || length > RECORD_BYTES_MAX || end > WAL_BYTES {
+                break;
+            }
+            let mut payload = vec![0u8; length as usize];
+            if self.file.read_exact_at(&mut payload, at + RECORD_HEADER_BYTES).is_err() {
+                break;
+            }
+            if checksum != record_checksum(generation, &payload) {
+                break;
+            }
+            match postcard::from_bytes::<Vec<Mutation>>(&payload) {
+                Ok(batch) => batches.push(batch),
+                Err(_) => break,
+            }
+            at = end;
+        }
+        self.tail = at;
+        Ok(batches)
+    }
+
+    /// Whether a batch of `bytes` still fits before a checkpoint is due.
+    pub fn has_room(&self, bytes: u64) -> bool {
+        self.tail + RECORD_HEADER_BYTES + bytes + RECORD_HEADER_BYTES <= WAL_BYTES && bytes <= RECORD_BYTES_MAX
+    }
+
+    /// Bytes of records since the last checkpoint.
+    pub fn used_bytes(&self) -> u64 {
+        self.tail - HEADER_BYTES
+    }
+
+    /// Encodes a batch; `None` if it is too large for one record.
+    pub fn encode(batch: &[Mutation]) -> Option<Vec<u8>> {
+        let payload = postcard::to_allocvec(batch).ok()?;
+        (payload.len() as u64 <= RECORD_BYTES_MAX).then_some(payload)
+    }
+
+    /// Appends one encoded batch and makes it durable.
+    pub fn append(&mut self, payload: &[u8]) -> WeftResult<()> {
+        let mut record = Vec::with_capacity(RECORD_HEADER_BYTES as usize + payload.len() + RECORD_HEADER_BYTES as usize);
+        record.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        record.extend_from_slice(&self.generation.to_le_bytes());
+        record.extend_from_slice(&record_checksum(self.generation, payload).to_le_bytes());
+        record.extend_from_slice(payload);
+        // A zero length after the record marks the end even over stale bytes.
+        record.extend_from_slice(&[0u8; RECORD_HEADER_BYTES as usize]);
+        self.file.write_all_at(&record, self.tail).map_err(io_error)?;
+        self.file.sync_data().map_err(io_error)?;
+        self.tail += RECORD_HEADER_BYTES + payload.len() as u64;
+        Ok(())
+    }
+
+    /// Empties the log; call only after redb has made everything durable.
+    pub fn reset(&mut self) -> WeftResult<()> {
+        self.write_header(self.generation + 1)
+    }
+}
+
+fn record_checksum(generation: u64, payload: &[u8]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&generation.to_le_bytes());
+    hasher.update(payload);
+    hasher.finalize()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(n: u64) -> Vec<Mutation> {
+        vec![Mutation::PutObject(n, vec![n as u8; 10]), Mutation::SetCounter("c".into(), n)]
+    }
+
+    #[test]
+    fn records_survive_reopen_until_reset() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut wal, replay) = Wal::open(dir.path()).unwrap();
+        assert!(replay.is_empty());
+        for n in 0..5 {
+            wal.append(&Wal::encode(&batch(n)).unwrap()).unwrap();
+        }
+        drop(wal);
+        let (mut wal, replay) = Wal::open(dir.path()).unwrap();
+        assert_eq!(replay, (0..5).map(batch).collect::<Vec<_>>());
+        wal.append(&Wal::encode(&batch(9)).unwrap()).unwrap();
+        drop(wal);
+        let (mut wal, replay) = Wal::open(dir.path()).unwrap();
+        assert_eq!(replay.len(), 6);
+        wal.reset().unwrap();
+        wal.append(&Wal::encode(&batch(1)).unwrap()).unwrap();
+        drop(wal);
+        // Stale records of the old generation further on are not replayed.
+        let (_, replay) = Wal::open(dir.path()).unwrap();
+        assert_eq!(replay, vec![batch(1)]);
+    }
+
+    #[test]
+    fn torn_record_ends_replay() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut wal, _) = Wal::open(dir.path()).unwrap();
+        wal.append(&Wal::encode(&batch(1)).unwrap()).unwrap();
+        let torn_at = wal.tail;
+        wal.append(&Wal::encode(&batch(2)).unwrap()).unwrap();
+        drop(wal);
+        // Corrupt one payload byte of the second record.
+        let file = OpenOptions::new().write(true).open(dir.path().join("meta.wal")).unwrap();
+        file.write_all_at(&[0xff], torn_at + RECORD_HEADER_BYTES + 2).unwrap();
+        let (wal, replay) = Wal::open(dir.path()).unwrap();
+        assert_eq!(replay, vec![batch(1)]);
+        assert_eq!(wal.tail, torn_at);
+    }
+}
