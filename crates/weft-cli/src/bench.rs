@@ -1,4 +1,5 @@
-//! Benchmarks (not tests): `weft bench io` and `weft bench md`.
+//! Benchmarks (not tests): `weft bench io`, `weft bench md` and
+//! `weft bench hpio` (in [`crate::hpio`]).
 //!
 //! A coordinator starts P worker processes (hidden `weft bench worker`),
 //! waits until all are connected and ready, releases them together, and
@@ -28,6 +29,8 @@ pub enum BenchCommand {
     Io(IoArgs),
     /// Metadata: P processes create, stat and remove files.
     Md(MdArgs),
+    /// HPIO: noncontiguous sweeps (posix, list, list64, datatype).
+    Hpio(crate::hpio::HpioArgs),
     /// Internal: one worker process of a benchmark.
     #[command(hide = true)]
     Worker(WorkerArgs),
@@ -140,6 +143,7 @@ pub fn run(config: Option<PathBuf>, command: BenchCommand) -> Result<(), String>
         BenchCommand::Md(args) => bench_md(load_config(config.clone())?, config.expect("checked"), args),
         BenchCommand::Worker(args) => worker(load_config(config)?, args),
         BenchCommand::TcpSink(args) => tcp_sink(args),
+        BenchCommand::Hpio(args) => crate::hpio::hpio(load_config(config)?, args),
     }
 }
 

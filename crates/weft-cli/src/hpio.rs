@@ -30,12 +30,16 @@ use weft_config::Config;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Case {
     /// Contiguous memory, contiguous file.
+    #[value(name = "c-c")]
     CC,
     /// Noncontiguous memory, contiguous file.
+    #[value(name = "nc-c")]
     NcC,
     /// Contiguous memory, noncontiguous file.
+    #[value(name = "c-nc")]
     CNc,
     /// Noncontiguous memory, noncontiguous file.
+    #[value(name = "nc-nc")]
     NcNc,
 }
 

@@ -9,6 +9,7 @@
 //! - [`path`]: path resolution with symlinks.
 //! - [`namespace`]: client-driven create, remove, mkdir, rmdir, rename, readdir.
 //! - [`io`]: striped contiguous reads and writes.
+//! - [`noncontig`]: list I/O and datatype I/O (and posix-style for comparison).
 //! - [`paths`]: path-based convenience operations.
 //! - [`blocking`]: a blocking facade with its own runtime.
 #![warn(missing_docs)]
@@ -20,6 +21,7 @@ pub mod counters;
 pub mod faults;
 pub mod io;
 pub mod namespace;
+pub mod noncontig;
 pub mod path;
 pub mod paths;
 pub mod pool;
@@ -29,4 +31,6 @@ pub use blocking::BlockingClient;
 pub use client::{Client, ClientOptions, FsStatus, Stat};
 pub use io::File;
 pub use namespace::{CreateOptions, EntryPlus};
+pub use noncontig::{FileAccess, IoMethod, MemoryLayout};
+pub use weft_dataloop::{Dataloop, Region};
 pub use weft_proto::{ErrorCode, Handle, WeftResult};

@@ -73,6 +73,12 @@ pub const IO_BYTES_MAX: u64 = 1 << 40;
 /// Largest file offset + length accepted (the POSIX off_t range).
 pub const FILE_BYTES_MAX: u64 = i64::MAX as u64;
 
+/// Most regions in one list I/O request. A list is sent in requests of at
+/// most this many regions (the client's default chunk); 20 bytes per encoded
+/// region at worst keeps the request body far below `HEADER_BYTES_MAX`.
+pub const LIST_REGIONS_MAX: u32 = 65_536;
+
+const _: () = assert!(LIST_REGIONS_MAX as u64 * 20 + 1024 <= HEADER_BYTES_MAX as u64);
 const _: () = assert!(FRAME_PAYLOAD_BYTES_MAX >= CHUNK_BYTES_MAX);
 const _: () = assert!(HEADER_BYTES_MAX as usize >= READDIR_ENTRIES_MAX as usize * (NAME_BYTES_MAX + 64));
 const _: () = assert!(WRITE_WINDOW_CHUNKS >= 1);

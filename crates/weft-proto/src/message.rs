@@ -341,6 +341,98 @@ pub enum Request {
         /// Kind of the target.
         kind: ObjectKind,
     },
+    /// List I/O read: `regions` (datafile-local `(offset, length)`, in stream
+    /// order) of one datafile; data follows packed in list order, each chunk's
+    /// `aux` being its offset in that packed stream. Bytes past the local end
+    /// read as zeros.
+    ReadList {
+        /// Datafile.
+        handle: Handle,
+        /// Local regions, at most `limits::LIST_REGIONS_MAX`.
+        regions: Vec<(u64, u64)>,
+        /// Sum of the region lengths.
+        total_length: u64,
+    },
+    /// List I/O write: as [`Request::ReadList`], the data chunks carrying the
+    /// bytes of the regions packed in list order.
+    WriteList {
+        /// Datafile.
+        handle: Handle,
+        /// Local regions, at most `limits::LIST_REGIONS_MAX`.
+        regions: Vec<(u64, u64)>,
+        /// Sum of the region lengths.
+        total_length: u64,
+    },
+    /// Datatype I/O read: the server walks the access and sends the bytes it
+    /// stores, packed in stream order (see [`DatatypeAccess`]).
+    ReadDatatype {
+        /// The access.
+        access: DatatypeAccess,
+    },
+    /// Datatype I/O write: the client sends the bytes this server stores,
+    /// packed in stream order; the server walks the access in lockstep.
+    WriteDatatype {
+        /// The access.
+        access: DatatypeAccess,
+        /// Bytes of the access this server stores (the upload length).
+        packed_length: u64,
+    },
+    /// This server's I/O counters.
+    Counters,
+}
+
+/// One datatype access, as sent to each server holding any of its bytes.
+///
+/// The file type (`dataloop`, encoded by `weft_dataloop::Dataloop::encode`)
+/// is tiled `count` times from byte `displacement` of the file; the access
+/// is stream bytes `[stream_start, stream_start + stream_length)` of that
+/// tiling. The receiving server keeps only the bytes of stripe
+/// `stripe_index` under `distribution`, in stream order: that sequence is
+/// the per-server packed stream the data chunks carry (`aux` = offset in it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DatatypeAccess {
+    /// Datafile (stripe `stripe_index` of the file).
+    pub handle: Handle,
+    /// Encoded file type.
+    pub dataloop: Vec<u8>,
+    /// Repetitions of the file type.
+    pub count: u64,
+    /// File offset of the first repetition (may be negative if the type's lower bound compensates).
+    pub displacement: i64,
+    /// First stream byte of the access.
+    pub stream_start: u64,
+    /// Stream bytes of the access (all servers together).
+    pub stream_length: u64,
+    /// The file's striping.
+    pub distribution: Distribution,
+    /// Which stripe the datafile is.
+    pub stripe_index: u32,
+}
+
+/// Requests and bytes of one request kind on a server.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KindTally {
+    /// Request kind ([`Request::kind_name`]).
+    pub kind: String,
+    /// Requests served.
+    pub requests: u64,
+    /// Data bytes moved.
+    pub bytes: u64,
+}
+
+/// A server's I/O counters since it started.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerCounters {
+    /// Per request kind.
+    pub kinds: Vec<KindTally>,
+    /// `pread`/`pwrite` calls on datafiles.
+    pub syscalls: u64,
+    /// Noncontiguous pieces walked (list entries and datatype pieces).
+    pub regions_visited: u64,
+    /// Covering spans read (or read-modified-written) by data sieving.
+    pub sieve_spans: u64,
+    /// Bytes of those spans.
+    pub sieve_bytes: u64,
 }
 
 impl Request {
@@ -367,6 +459,11 @@ impl Request {
             Request::Write { .. } => "write",
             Request::Fsync { .. } => "fsync",
             Request::ReplaceDirent { .. } => "replace_dirent",
+            Request::ReadList { .. } => "read_list",
+            Request::WriteList { .. } => "write_list",
+            Request::ReadDatatype { .. } => "read_datatype",
+            Request::WriteDatatype { .. } => "write_datatype",
+            Request::Counters => "counters",
         }
     }
 }
@@ -423,6 +520,8 @@ pub enum Reply {
         /// Local datafile size.
         local_size: u64,
     },
+    /// A server's I/O counters.
+    Counters(ServerCounters),
 }
 
 /// A reply as carried on the wire.

@@ -140,7 +140,9 @@ impl Connection {
             Ok(request) => request,
             Err(code) => return self.send_reply(request_id, Err(code)).await,
         };
-        let is_write = matches!(request, Request::Write { .. });
+        self.service.counters.request(request.kind_name());
+        let is_write =
+            matches!(request, Request::Write { .. } | Request::WriteList { .. } | Request::WriteDatatype { .. });
         if !frame.payload.is_empty() && !is_write {
             return self.send_reply(request_id, Err(ErrorCode::Protocol)).await;
         }
@@ -175,13 +177,26 @@ struct RequestTask {
 
 impl RequestTask {
     async fn run(self, request: Request, first_chunk: Vec<u8>, chunks: Option<mpsc::Receiver<Frame>>) {
+        let kind = request.kind_name();
+        let link = crate::noncontig::Link { service: &self.service, outgoing: &self.outgoing, request_id: self.request_id };
         let reply = match (request, chunks) {
+            (Request::ReadList { handle, regions, total_length }, _) => link.read_list(handle, regions, total_length).await,
+            (Request::WriteList { handle, regions, total_length }, Some(chunks)) => {
+                link.write_list(handle, regions, total_length, first_chunk, chunks).await
+            }
+            (Request::ReadDatatype { access }, _) => link.read_datatype(access).await,
+            (Request::WriteDatatype { access, packed_length }, Some(chunks)) => {
+                link.write_datatype(access, packed_length, first_chunk, chunks).await
+            }
             (Request::Write { handle, offset, length }, Some(chunks)) => {
                 self.write(handle, offset, length, first_chunk, chunks).await
             }
             (Request::Read { handle, offset, length }, _) => self.read(handle, offset, length).await,
             (request, _) => self.service.handle(request).await,
         };
+        if let Ok(Reply::Io { bytes, .. }) = &reply {
+            self.service.counters.bytes(kind, *bytes);
+        }
         self.uploads.lock().expect("uploads lock").remove(&self.request_id);
         let _ = self.outgoing.send(reply_frame(self.request_id, &reply)).await;
         self.inflight.fetch_sub(1, Ordering::AcqRel);
@@ -225,7 +240,13 @@ impl RequestTask {
 
     async fn store_chunk(&self, handle: Handle, offset: u64, payload: Vec<u8>) -> WeftResult<()> {
         let service = self.service.clone();
-        tokio::task::spawn_blocking(move || service.bytestreams.write_at(handle, offset, &payload))
+        tokio::task::spawn_blocking(move || {
+            // Shared: excludes only overlapping sieving read-modify-writes (see crate::ranges).
+            let end = offset.saturating_add(payload.len() as u64);
+            let _range = service.ranges.lock(handle, offset, end, crate::ranges::RangeMode::Shared);
+            service.counters.syscalls(1);
+            service.bytestreams.write_at(handle, offset, &payload)
+        })
             .await
             .map_err(|_| ErrorCode::Io)?
     }
@@ -249,6 +270,7 @@ impl RequestTask {
             let at = offset + done;
             let chunk = tokio::task::spawn_blocking(move || {
                 let mut buf = vec![0u8; want];
+                service.counters.syscalls(1);
                 let n = service.bytestreams.read_at(handle, at, &mut buf)?;
                 buf.truncate(n);
                 Ok::<_, ErrorCode>(buf)

@@ -4,21 +4,31 @@
 //! - [`store`]: key/value records (objects, directory entries, counters) in redb.
 //! - [`bytestream`]: one local file per written datafile, positioned I/O.
 //! - [`committer`]: the one writer of the store; group commit; object ids.
+//! - [`wal`]: the metadata write-ahead log that makes group commits durable.
 //! - [`namespace`]: namespace changes applied inside the committer's transaction.
 //! - [`perm`]: mode-bit checks.
 //! - [`scheduler`]: per-datafile ordering (I/O shared, truncate/remove exclusive).
 //! - [`service`]: the operations, independent of transport.
 //! - [`connection`]: framing, flow control and request tasks for one socket.
+//! - [`noncontig`]: list I/O and datatype I/O, one request per server.
+//! - [`sieve`]: the storage path of noncontiguous pieces (coalescing, sieving).
+//! - [`ranges`]: byte-range exclusion for sieving read-modify-writes.
+//! - [`counters`]: requests, bytes, syscalls and pieces, readable over the wire.
 #![warn(missing_docs)]
 
 pub mod bytestream;
 pub mod committer;
 pub mod connection;
+pub mod counters;
 pub mod namespace;
+pub mod noncontig;
 pub mod perm;
+pub mod ranges;
 pub mod scheduler;
 pub mod service;
+pub mod sieve;
 pub mod store;
+pub mod wal;
 
 use std::sync::Arc;
 

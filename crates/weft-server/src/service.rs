@@ -53,8 +53,7 @@ impl Service {
         let store = Arc::new(Store::open(&section.storage)?);
         let bytestreams = Bytestreams::open(&section.storage)?;
         let durable = config.durability.metadata_sync == MetadataSync::Commit;
-        let committer = Committer::start(store.clone(), durable, config.durability.commit_batch_max)
-            .map_err(|e| ErrorCode::from_io(&e))?;
+        let committer = Committer::start(store.clone(), &section.storage, durable, config.durability.commit_batch_max)?;
         let service = Arc::new(Service {
             server_id,
             config,

@@ -1,0 +1,677 @@
+//! Noncontiguous I/O: a memory layout and a file access of equal total
+//! length, moved by one of three methods.
+//!
+//! - [`IoMethod::Datatype`]: one `ReadDatatype`/`WriteDatatype` request per
+//!   datafile holding any byte of the access, all in flight at once. The
+//!   request carries the encoded file type; each server walks only its own
+//!   pieces (see `weft_server::noncontig`). The client runs the same
+//!   `StripeCursor` walk per datafile to gather the bytes that datafile
+//!   stores, packed in stream order (writes), or to scatter the packed bytes
+//!   it receives (reads, walked in lockstep with the data chunks, so a read
+//!   needs no per-piece memory). Memory is a contiguous buffer, a region
+//!   list or a dataloop over the buffer.
+//! - [`IoMethod::List`]: the file access is flattened into a region list,
+//!   zipped with the memory list, split at strip boundaries into
+//!   datafile-local regions (adjacent ones merged), and sent to each
+//!   datafile in `ReadList`/`WriteList` requests of at most
+//!   `regions_per_request` regions. Cost: per datafile,
+//!   `ceil(local regions / regions_per_request)` requests, issued one after
+//!   another; datafiles in parallel. The default is
+//!   [`weft_proto::limits::LIST_REGIONS_MAX`] (65,536); 64 reproduces the
+//!   list I/O of the papers.
+//! - [`IoMethod::Posix`]: one blocking `read_at`/`write_at` per contiguous
+//!   piece (a memory/file zip piece), one after another, as a program using
+//!   `pread`/`pwrite` would. A piece crossing a strip boundary costs one
+//!   request per datafile it touches.
+//!
+//! Reads fill bytes past end of file with zeros (as holes read).
+//!
+//! Cost on the client: writes gather the whole access once into per-datafile
+//! packed buffers (one copy of the data); reads scatter as chunks arrive.
+
+use std::sync::Mutex;
+
+use futures::future::join_all;
+use weft_dataloop::{BatchLimits, Cursor, Dataloop, Region, StripeCursor, StripeFilter, StripePiece};
+use weft_proto::limits::{self, HEADER_BYTES_MAX};
+use weft_proto::message::{DatatypeAccess, Reply, Request, ServerCounters};
+use weft_proto::{ErrorCode, WeftResult};
+
+use crate::blocking::BlockingClient;
+use crate::client::Client;
+use crate::io::File;
+use crate::transport::Bulk;
+
+/// How a noncontiguous access goes over the wire (for comparison).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoMethod {
+    /// One blocking request per contiguous piece.
+    Posix,
+    /// List I/O with at most this many regions per request.
+    List {
+        /// Regions per request (1 ..= `LIST_REGIONS_MAX`).
+        regions_per_request: u32,
+    },
+    /// Datatype I/O: one request per datafile involved.
+    Datatype,
+}
+
+impl IoMethod {
+    /// List I/O with the default chunking.
+    pub const LIST_DEFAULT: IoMethod = IoMethod::List { regions_per_request: limits::LIST_REGIONS_MAX };
+}
+
+/// Where the access's data stream lies in the caller's buffer.
+#[derive(Clone, Copy, Debug)]
+pub enum MemoryLayout<'a> {
+    /// The whole buffer, in order.
+    Contiguous,
+    /// `(offset, length)` pieces of the buffer, in stream order.
+    List(&'a [Region]),
+    /// `count` instances of `memory_type` from buffer offset 0.
+    Datatype {
+        /// The memory type.
+        memory_type: &'a Dataloop,
+        /// Instances.
+        count: u64,
+    },
+}
+
+/// Which file bytes the access touches, in stream order.
+#[derive(Clone, Copy, Debug)]
+pub enum FileAccess<'a> {
+    /// `(offset, length)` regions of the file, in stream order.
+    List(&'a [Region]),
+    /// An MPI-style view: `file_type` tiled from byte `displacement`,
+    /// starting `view_offset` bytes into the view's data stream.
+    Datatype {
+        /// The file type.
+        file_type: &'a Dataloop,
+        /// File offset of the first tile.
+        displacement: i64,
+        /// Offset into the view, in bytes of the file type's data stream.
+        view_offset: u64,
+    },
+}
+
+fn invalid<E>(_: E) -> ErrorCode {
+    ErrorCode::Invalid
+}
+
+/// Maps stream positions to buffer offsets, moving forward.
+enum MemoryMap<'a> {
+    Contiguous,
+    List { regions: &'a [Region], prefix: &'a [u64] },
+    Loop { cursor: Cursor<'a>, scratch: Vec<Region> },
+}
+
+/// What every per-datafile [`MemoryMap`] shares.
+struct MemoryPlan<'a> {
+    layout: MemoryLayout<'a>,
+    prefix: Vec<u64>,
+    total: u64,
+    buffer_len: usize,
+}
+
+impl<'a> MemoryPlan<'a> {
+    fn new(layout: MemoryLayout<'a>, buffer_len: usize) -> WeftResult<MemoryPlan<'a>> {
+        let mut prefix = Vec::new();
+        let total = match layout {
+            MemoryLayout::Contiguous => buffer_len as u64,
+            MemoryLayout::List(regions) => {
+                prefix.reserve(regions.len() + 1);
+                prefix.push(0u64);
+                for region in regions {
+                    check_in_buffer(region.offset, region.length, buffer_len)?;
+                    let next = prefix.last().copied().unwrap_or(0).checked_add(region.length).ok_or(ErrorCode::Invalid)?;
+                    prefix.push(next);
+                }
+                *prefix.last().unwrap_or(&0)
+            }
+            MemoryLayout::Datatype { memory_type, count } => count.checked_mul(memory_type.size()).ok_or(ErrorCode::Invalid)?,
+        };
+        Ok(MemoryPlan { layout, prefix, total, buffer_len })
+    }
+
+    fn map(&self) -> WeftResult<MemoryMap<'_>> {
+        Ok(match self.layout {
+            MemoryLayout::Contiguous => MemoryMap::Contiguous,
+            MemoryLayout::List(regions) => MemoryMap::List { regions, prefix: &self.prefix },
+            MemoryLayout::Datatype { memory_type, count } => {
+                MemoryMap::Loop { cursor: Cursor::new(memory_type, count, 0).map_err(invalid)?, scratch: Vec::new() }
+            }
+        })
+    }
+
+    /// The memory side as a region list (list and posix methods).
+    fn regions(&self) -> WeftResult<Vec<Region>> {
+        match self.layout {
+            MemoryLayout::Contiguous => Ok(vec![Region::new(0, self.buffer_len as u64)]),
+            MemoryLayout::List(regions) => Ok(regions.to_vec()),
+            MemoryLayout::Datatype { memory_type, count } => {
+                let regions = Cursor::new(memory_type, count, 0).map_err(invalid)?.collect_all();
+                for region in &regions {
+                    check_in_buffer(region.offset, region.length, self.buffer_len)?;
+                }
+                Ok(regions)
+            }
+        }
+    }
+}
+
+fn check_in_buffer(offset: u64, length: u64, buffer_len: usize) -> WeftResult<()> {
+    match offset.checked_add(length) {
+        Some(end) if end <= buffer_len as u64 => Ok(()),
+        _ => Err(ErrorCode::Invalid),
+    }
+}
+
+impl MemoryMap<'_> {
+    /// Calls `f(buffer_offset, length)` for stream bytes `[stream_offset, +length)`.
+    fn for_each(
+        &mut self,
+        buffer_len: usize,
+        stream_offset: u64,
+        length: u64,
+        mut f: impl FnMut(usize, usize),
+    ) -> WeftResult<()> {
+        match self {
+            MemoryMap::Contiguous => {
+                check_in_buffer(stream_offset, length, buffer_len)?;
+                f(stream_offset as usize, length as usize);
+            }
+            MemoryMap::List { regions, prefix } => {
+                let mut index = prefix.partition_point(|p| *p <= stream_offset).saturating_sub(1);
+                let (mut at, end) = (stream_offset, stream_offset + length);
+                while at < end {
+                    let region = regions.get(index).ok_or(ErrorCode::Invalid)?;
+                    let within = at - prefix[index];
+                    let take = (region.length - within).min(end - at);
+                    f((region.offset + within) as usize, take as usize);
+                    at += take;
+                    index += 1;
+                }
+            }
+            MemoryMap::Loop { cursor, scratch } => {
+                if cursor.position() != stream_offset {
+                    cursor.seek(stream_offset).map_err(invalid)?;
+                }
+                let mut left = length;
+                while left > 0 {
+                    scratch.clear();
+                    let got = cursor.next_batch(BatchLimits { regions_max: 256, bytes_max: left }, scratch);
+                    if got == 0 {
+                        return Err(ErrorCode::Invalid);
+                    }
+                    for region in scratch.iter() {
+                        check_in_buffer(region.offset, region.length, buffer_len)?;
+                        f(region.offset as usize, region.length as usize);
+                    }
+                    left -= got;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A file access resolved to a dataloop walk.
+struct FileWalk {
+    dataloop: Dataloop,
+    encoded: Vec<u8>,
+    count: u64,
+    displacement: i64,
+    stream_start: u64,
+    stream_length: u64,
+}
+
+impl FileWalk {
+    fn new(access: FileAccess<'_>, total: u64) -> WeftResult<FileWalk> {
+        let (dataloop, displacement, view_offset) = match access {
+            FileAccess::Datatype { file_type, displacement, view_offset } => (file_type.clone(), displacement, view_offset),
+            FileAccess::List(regions) => (list_dataloop(regions)?, 0, 0),
+        };
+        let size = dataloop.size();
+        let end = view_offset.checked_add(total).ok_or(ErrorCode::TooBig)?;
+        let count = match size {
+            0 if total > 0 => return Err(ErrorCode::Invalid),
+            0 => 0,
+            size => end.div_ceil(size),
+        };
+        let encoded = dataloop.encode();
+        if encoded.len() as u64 + 4096 > HEADER_BYTES_MAX as u64 {
+            return Err(ErrorCode::TooBig);
+        }
+        Ok(FileWalk { dataloop, encoded, count, displacement, stream_start: view_offset, stream_length: total })
+    }
+
+    fn cursor(&self) -> WeftResult<Cursor<'_>> {
+        let mut cursor = Cursor::new(&self.dataloop, self.count, self.displacement).map_err(invalid)?;
+        cursor.set_end(self.stream_start + self.stream_length).map_err(invalid)?;
+        cursor.seek(self.stream_start).map_err(invalid)?;
+        Ok(cursor)
+    }
+
+    fn stripe(&self, file: &File, index: u32) -> WeftResult<StripeCursor<'_>> {
+        let d = file.layout.distribution;
+        let filter = StripeFilter::new(d.strip_bytes, d.stripe_count, index).map_err(invalid)?;
+        Ok(StripeCursor::new(self.cursor()?, filter))
+    }
+
+    fn access(&self, file: &File, index: u32) -> DatatypeAccess {
+        DatatypeAccess {
+            handle: file.layout.datafiles[index as usize],
+            dataloop: self.encoded.clone(),
+            count: self.count,
+            displacement: self.displacement,
+            stream_start: self.stream_start,
+            stream_length: self.stream_length,
+            distribution: file.layout.distribution,
+            stripe_index: index,
+        }
+    }
+
+    /// The file side as a region list.
+    fn regions(&self) -> WeftResult<Vec<Region>> {
+        Ok(self.cursor()?.collect_all())
+    }
+}
+
+/// A file region list as an hindexed dataloop of bytes (datatype method on a list).
+fn list_dataloop(regions: &[Region]) -> WeftResult<Dataloop> {
+    let lengths: Vec<u64> = regions.iter().map(|r| r.length).collect();
+    let displacements =
+        regions.iter().map(|r| i64::try_from(r.offset).map_err(invalid)).collect::<WeftResult<Vec<i64>>>()?;
+    Dataloop::hindexed(&lengths, &displacements, &Dataloop::bytes(1).map_err(invalid)?).map_err(|_| ErrorCode::TooBig)
+}
+
+/// Next pieces of a stripe walk, in batches.
+fn stripe_batch(cursor: &mut StripeCursor<'_>, out: &mut Vec<StripePiece>) -> u64 {
+    out.clear();
+    cursor.next_batch(BatchLimits { regions_max: 4096, bytes_max: u64::MAX }, out)
+}
+
+/// One datafile's part of a list access: `(local offset, length, memory offset)`.
+type LocalPieces = Vec<(u64, u64, u64)>;
+
+/// Read state of one datafile: scatters packed chunks as they arrive.
+struct Scatter<'a> {
+    stripe: StripeCursor<'a>,
+    memory: MemoryMap<'a>,
+    pieces: Vec<StripePiece>,
+    index: usize,
+    used: u64,
+    consumed: u64,
+    stream_start: u64,
+}
+
+impl Scatter<'_> {
+    fn take(&mut self, chunk_offset: u64, bytes: &[u8], buffer: &Mutex<&mut [u8]>) -> WeftResult<()> {
+        if chunk_offset != self.consumed {
+            return Err(ErrorCode::Protocol);
+        }
+        let mut buffer = buffer.lock().expect("scatter buffer lock");
+        let buffer_len = buffer.len();
+        let mut at = 0usize;
+        while at < bytes.len() {
+            if self.index == self.pieces.len() {
+                self.index = 0;
+                self.used = 0;
+                if stripe_batch(&mut self.stripe, &mut self.pieces) == 0 {
+                    return Err(ErrorCode::Protocol); // more bytes than this datafile's share
+                }
+            }
+            let piece = self.pieces[self.index];
+            let take = (piece.length - self.used).min((bytes.len() - at) as u64);
+            let stream = piece.stream_offset + self.used - self.stream_start;
+            let mut from = at;
+            self.memory.for_each(buffer_len, stream, take, |offset, length| {
+                buffer[offset..offset + length].copy_from_slice(&bytes[from..from + length]);
+                from += length;
+            })?;
+            at += take as usize;
+            self.used += take;
+            if self.used == piece.length {
+                self.index += 1;
+                self.used = 0;
+            }
+        }
+        self.consumed += bytes.len() as u64;
+        Ok(())
+    }
+
+    fn finished(&mut self) -> bool {
+        self.index == self.pieces.len() && stripe_batch(&mut self.stripe, &mut self.pieces) == 0
+    }
+}
+
+impl Client {
+    /// List I/O write (default chunking): `memory` pieces of `buf` to `file_regions`.
+    pub async fn write_list(&self, file: &File, buf: &[u8], memory: &[Region], file_regions: &[Region]) -> WeftResult<()> {
+        self.write_noncontig(file, IoMethod::LIST_DEFAULT, buf, MemoryLayout::List(memory), FileAccess::List(file_regions))
+            .await
+    }
+
+    /// List I/O read (default chunking): `file_regions` into `memory` pieces of `buf`.
+    pub async fn read_list(&self, file: &File, buf: &mut [u8], memory: &[Region], file_regions: &[Region]) -> WeftResult<()> {
+        self.read_noncontig(file, IoMethod::LIST_DEFAULT, buf, MemoryLayout::List(memory), FileAccess::List(file_regions))
+            .await
+    }
+
+    /// Datatype I/O write: `memory_count` instances of `memory_type` in `buf`
+    /// to the view (`file_type` tiled from `displacement`) at `view_offset`.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn write_dtype(
+        &self,
+        file: &File,
+        buf: &[u8],
+        memory_type: &Dataloop,
+        memory_count: u64,
+        displacement: i64,
+        view_offset: u64,
+        file_type: &Dataloop,
+    ) -> WeftResult<()> {
+        let memory = MemoryLayout::Datatype { memory_type, count: memory_count };
+        let access = FileAccess::Datatype { file_type, displacement, view_offset };
+        self.write_noncontig(file, IoMethod::Datatype, buf, memory, access).await
+    }
+
+    /// Datatype I/O read; see [`Client::write_dtype`].
+    #[allow(clippy::too_many_arguments)]
+    pub async fn read_dtype(
+        &self,
+        file: &File,
+        buf: &mut [u8],
+        memory_type: &Dataloop,
+        memory_count: u64,
+        displacement: i64,
+        view_offset: u64,
+        file_type: &Dataloop,
+    ) -> WeftResult<()> {
+        let memory = MemoryLayout::Datatype { memory_type, count: memory_count };
+        let access = FileAccess::Datatype { file_type, displacement, view_offset };
+        self.read_noncontig(file, IoMethod::Datatype, buf, memory, access).await
+    }
+
+    /// Writes a noncontiguous access with the given method.
+    pub async fn write_noncontig(
+        &self,
+        file: &File,
+        method: IoMethod,
+        buf: &[u8],
+        memory: MemoryLayout<'_>,
+        access: FileAccess<'_>,
+    ) -> WeftResult<()> {
+        let plan = MemoryPlan::new(memory, buf.len())?;
+        match method {
+            IoMethod::Datatype => self.write_datatype(file, buf, &plan, FileWalk::new(access, plan.total)?).await,
+            IoMethod::List { regions_per_request } => {
+                let per_datafile = self.list_pieces(file, &plan, access)?;
+                self.write_lists(file, buf, per_datafile, regions_per_request).await
+            }
+            IoMethod::Posix => {
+                for (memory_offset, file_offset, length) in self.zip(&plan, access)? {
+                    self.write_at(file, file_offset, &buf[memory_offset as usize..(memory_offset + length) as usize]).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Reads a noncontiguous access with the given method.
+    pub async fn read_noncontig(
+        &self,
+        file: &File,
+        method: IoMethod,
+        buf: &mut [u8],
+        memory: MemoryLayout<'_>,
+        access: FileAccess<'_>,
+    ) -> WeftResult<()> {
+        let plan = MemoryPlan::new(memory, buf.len())?;
+        match method {
+            IoMethod::Datatype => self.read_datatype(file, buf, &plan, FileWalk::new(access, plan.total)?).await,
+            IoMethod::List { regions_per_request } => {
+                let per_datafile = self.list_pieces(file, &plan, access)?;
+                self.read_lists(file, buf, per_datafile, regions_per_request).await
+            }
+            IoMethod::Posix => {
+                for (memory_offset, file_offset, length) in self.zip(&plan, access)? {
+                    let target = &mut buf[memory_offset as usize..(memory_offset + length) as usize];
+                    let got = self.read_at(file, file_offset, target).await?;
+                    target[got..].fill(0);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// I/O counters of one server.
+    pub async fn server_counters(&self, server_id: u32) -> WeftResult<ServerCounters> {
+        match self.call(server_id, Request::Counters).await? {
+            Reply::Counters(counters) => Ok(counters),
+            _ => Err(ErrorCode::Protocol),
+        }
+    }
+
+    /// `(memory offset, file offset, length)` pieces of an access, in stream order.
+    fn zip(&self, plan: &MemoryPlan<'_>, access: FileAccess<'_>) -> WeftResult<Vec<(u64, u64, u64)>> {
+        let memory = plan.regions()?;
+        let file_regions = match access {
+            FileAccess::List(regions) => regions.to_vec(),
+            FileAccess::Datatype { .. } => FileWalk::new(access, plan.total)?.regions()?,
+        };
+        for region in &file_regions {
+            if region.end().is_none_or(|end| end > limits::FILE_BYTES_MAX) {
+                return Err(ErrorCode::TooBig);
+            }
+        }
+        let pieces = weft_dataloop::regions::zip_lists(&memory, &file_regions).map_err(invalid)?;
+        Ok(pieces.into_iter().filter(|p| p.length > 0).map(|p| (p.memory_offset, p.file_offset, p.length)).collect())
+    }
+
+    /// The access split per datafile into local pieces, adjacent ones merged.
+    fn list_pieces(&self, file: &File, plan: &MemoryPlan<'_>, access: FileAccess<'_>) -> WeftResult<Vec<LocalPieces>> {
+        let d = file.layout.distribution;
+        let mut per_datafile: Vec<LocalPieces> = vec![Vec::new(); file.layout.datafiles.len()];
+        for (memory_offset, file_offset, length) in self.zip(plan, access)? {
+            for piece in d.pieces(file_offset, length) {
+                let list = per_datafile.get_mut(piece.datafile_index as usize).ok_or(ErrorCode::Invalid)?;
+                let memory = memory_offset + (piece.file_offset - file_offset);
+                match list.last_mut() {
+                    Some(last) if last.0 + last.1 == piece.local_offset && last.2 + last.1 == memory => last.1 += piece.length,
+                    _ => list.push((piece.local_offset, piece.length, memory)),
+                }
+            }
+        }
+        Ok(per_datafile)
+    }
+
+    async fn write_lists(&self, file: &File, buf: &[u8], per_datafile: Vec<LocalPieces>, regions_per_request: u32) -> WeftResult<()> {
+        let chunk = regions_per_request.clamp(1, limits::LIST_REGIONS_MAX) as usize;
+        let writes = per_datafile.into_iter().enumerate().filter(|(_, l)| !l.is_empty()).map(|(index, list)| async move {
+            let handle = file.layout.datafiles[index];
+            let server = self.server_of(handle)?;
+            for part in list.chunks(chunk) {
+                let mut packed = Vec::with_capacity(part.iter().map(|p| p.1 as usize).sum());
+                for &(_, length, memory) in part {
+                    packed.extend_from_slice(&buf[memory as usize..(memory + length) as usize]);
+                }
+                let regions = part.iter().map(|&(offset, length, _)| (offset, length)).collect();
+                let request = Request::WriteList { handle, regions, total_length: packed.len() as u64 };
+                expect_io(self.call_bulk(server, request, Bulk::Upload(&packed)).await?, packed.len() as u64)?;
+            }
+            Ok::<(), ErrorCode>(())
+        });
+        join_all(writes).await.into_iter().collect()
+    }
+
+    async fn read_lists(&self, file: &File, buf: &mut [u8], per_datafile: Vec<LocalPieces>, regions_per_request: u32) -> WeftResult<()> {
+        let chunk = regions_per_request.clamp(1, limits::LIST_REGIONS_MAX) as usize;
+        let buffer = Mutex::new(buf);
+        let buffer = &buffer;
+        let reads = per_datafile.into_iter().enumerate().filter(|(_, l)| !l.is_empty()).map(|(index, list)| async move {
+            let handle = file.layout.datafiles[index];
+            let server = self.server_of(handle)?;
+            for part in list.chunks(chunk) {
+                let total: u64 = part.iter().map(|p| p.1).sum();
+                let (mut index, mut used, mut consumed) = (0usize, 0u64, 0u64);
+                let mut sink = |chunk_offset: u64, bytes: &[u8]| {
+                    if chunk_offset != consumed {
+                        return Err(ErrorCode::Protocol);
+                    }
+                    let mut buffer = buffer.lock().expect("scatter buffer lock");
+                    let mut at = 0usize;
+                    while at < bytes.len() {
+                        let &(_, length, memory) = part.get(index).ok_or(ErrorCode::Protocol)?;
+                        let take = ((length - used) as usize).min(bytes.len() - at);
+                        let to = (memory + used) as usize;
+                        buffer[to..to + take].copy_from_slice(&bytes[at..at + take]);
+                        at += take;
+                        used += take as u64;
+                        if used == length {
+                            index += 1;
+                            used = 0;
+                        }
+                    }
+                    consumed += bytes.len() as u64;
+                    Ok(())
+                };
+                let regions = part.iter().map(|&(offset, length, _)| (offset, length)).collect();
+                let request = Request::ReadList { handle, regions, total_length: total };
+                expect_io(self.call_bulk(server, request, Bulk::Download(&mut sink)).await?, total)?;
+                self.shared.pool.count_download(server, "read_list", total);
+            }
+            Ok::<(), ErrorCode>(())
+        });
+        join_all(reads).await.into_iter().collect()
+    }
+
+    async fn write_datatype(&self, file: &File, buf: &[u8], plan: &MemoryPlan<'_>, walk: FileWalk) -> WeftResult<()> {
+        let mut packed_per_datafile = Vec::new();
+        let mut pieces = Vec::new();
+        for index in 0..file.layout.datafiles.len() as u32 {
+            let mut stripe = walk.stripe(file, index)?;
+            let mut memory = plan.map()?;
+            let mut packed = Vec::new();
+            while stripe_batch(&mut stripe, &mut pieces) > 0 {
+                for piece in &pieces {
+                    memory.for_each(buf.len(), piece.stream_offset - walk.stream_start, piece.length, |offset, length| {
+                        packed.extend_from_slice(&buf[offset..offset + length])
+                    })?;
+                }
+            }
+            if !packed.is_empty() {
+                packed_per_datafile.push((index, packed));
+            }
+        }
+        let writes = packed_per_datafile.iter().map(|(index, packed)| {
+            let access = walk.access(file, *index);
+            async move {
+                let server = self.server_of(access.handle)?;
+                let request = Request::WriteDatatype { access, packed_length: packed.len() as u64 };
+                expect_io(self.call_bulk(server, request, Bulk::Upload(packed)).await?, packed.len() as u64)
+            }
+        });
+        join_all(writes).await.into_iter().collect()
+    }
+
+    async fn read_datatype(&self, file: &File, buf: &mut [u8], plan: &MemoryPlan<'_>, walk: FileWalk) -> WeftResult<()> {
+        let buffer_len = buf.len();
+        let buffer = Mutex::new(buf);
+        let buffer = &buffer;
+        let mut involved = Vec::new();
+        for index in 0..file.layout.datafiles.len() as u32 {
+            let mut probe = walk.stripe(file, index)?;
+            if probe.next_batch(BatchLimits { regions_max: 1, bytes_max: 1 }, &mut Vec::new()) > 0 {
+                let scatter = Scatter {
+                    stripe: walk.stripe(file, index)?,
+                    memory: plan.map()?,
+                    pieces: Vec::new(),
+                    index: 0,
+                    used: 0,
+                    consumed: 0,
+                    stream_start: walk.stream_start,
+                };
+                involved.push((walk.access(file, index), scatter));
+            }
+        }
+        debug_assert!(plan.buffer_len == buffer_len);
+        let reads = involved.into_iter().map(|(access, mut scatter)| async move {
+            let server = self.server_of(access.handle)?;
+            let mut sink = |chunk_offset: u64, bytes: &[u8]| scatter.take(chunk_offset, bytes, buffer);
+            let reply = self.call_bulk(server, Request::ReadDatatype { access }, Bulk::Download(&mut sink)).await?;
+            let consumed = scatter.consumed;
+            expect_io(reply, consumed)?;
+            if !scatter.finished() {
+                return Err(ErrorCode::Protocol);
+            }
+            self.shared.pool.count_download(server, "read_datatype", consumed);
+            Ok(())
+        });
+        join_all(reads).await.into_iter().collect()
+    }
+}
+
+fn expect_io(reply: Reply, bytes_expected: u64) -> WeftResult<()> {
+    match reply {
+        Reply::Io { bytes, .. } if bytes == bytes_expected => Ok(()),
+        _ => Err(ErrorCode::Protocol),
+    }
+}
+
+impl BlockingClient {
+    /// See [`Client::write_list`].
+    pub fn write_list(&self, file: &File, buf: &[u8], memory: &[Region], file_regions: &[Region]) -> WeftResult<()> {
+        self.block_on(self.client().write_list(file, buf, memory, file_regions))
+    }
+
+    /// See [`Client::read_list`].
+    pub fn read_list(&self, file: &File, buf: &mut [u8], memory: &[Region], file_regions: &[Region]) -> WeftResult<()> {
+        self.block_on(self.client().read_list(file, buf, memory, file_regions))
+    }
+
+    /// See [`Client::write_dtype`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn write_dtype(
+        &self,
+        file: &File,
+        buf: &[u8],
+        memory_type: &Dataloop,
+        memory_count: u64,
+        displacement: i64,
+        view_offset: u64,
+        file_type: &Dataloop,
+    ) -> WeftResult<()> {
+        self.block_on(self.client().write_dtype(file, buf, memory_type, memory_count, displacement, view_offset, file_type))
+    }
+
+    /// See [`Client::read_dtype`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn read_dtype(
+        &self,
+        file: &File,
+        buf: &mut [u8],
+        memory_type: &Dataloop,
+        memory_count: u64,
+        displacement: i64,
+        view_offset: u64,
+        file_type: &Dataloop,
+    ) -> WeftResult<()> {
+        self.block_on(self.client().read_dtype(file, buf, memory_type, memory_count, displacement, view_offset, file_type))
+    }
+
+    /// See [`Client::write_noncontig`].
+    pub fn write_noncontig(&self, file: &File, method: IoMethod, buf: &[u8], memory: MemoryLayout<'_>, access: FileAccess<'_>) -> WeftResult<()> {
+        self.block_on(self.client().write_noncontig(file, method, buf, memory, access))
+    }
+
+    /// See [`Client::read_noncontig`].
+    pub fn read_noncontig(&self, file: &File, method: IoMethod, buf: &mut [u8], memory: MemoryLayout<'_>, access: FileAccess<'_>) -> WeftResult<()> {
+        self.block_on(self.client().read_noncontig(file, method, buf, memory, access))
+    }
+
+    /// See [`Client::server_counters`].
+    pub fn server_counters(&self, server_id: u32) -> WeftResult<ServerCounters> {
+        self.block_on(self.client().server_counters(server_id))
+    }
+}
