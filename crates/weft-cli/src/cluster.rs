@@ -1,4 +1,5 @@
-//! Commands that create and run file systems: genconfig, mkfs, server, up, down.
+//! Commands that create and run file systems: genconfig, mkfs, server, up,
+//! down, mount, umount.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -83,6 +84,61 @@ pub struct DownArgs {
     /// Directory given to `weft up`.
     #[arg(long, default_value = ".weft")]
     dir: PathBuf,
+}
+
+/// Arguments of `weft mount`.
+#[derive(Args)]
+pub struct MountArgs {
+    /// Directory to mount on.
+    mountpoint: PathBuf,
+    /// Return once the mount is live and serve from a background process.
+    #[arg(long)]
+    daemon: bool,
+    /// Where the daemon writes its log (default: discarded).
+    #[arg(long)]
+    log: Option<PathBuf>,
+    /// How long the kernel caches attributes of regular files (0 keeps sizes exact across mounts).
+    #[arg(long, default_value_t = 0)]
+    attr_ttl_ms: u64,
+    /// How long the kernel caches names and directory attributes.
+    #[arg(long, default_value_t = 1000)]
+    entry_ttl_ms: u64,
+    /// A server that does not answer within this makes the call fail with EIO.
+    #[arg(long, default_value_t = 5000)]
+    request_timeout_ms: u64,
+    /// Bypass the page cache (breaks shared mmap and executing from the mount).
+    #[arg(long)]
+    direct_io: bool,
+}
+
+/// Arguments of `weft umount`.
+#[derive(Args)]
+pub struct UmountArgs {
+    /// The mount point.
+    mountpoint: PathBuf,
+    /// Detach even while files are open.
+    #[arg(long)]
+    lazy: bool,
+}
+
+pub fn mount(config: Option<PathBuf>, args: MountArgs) -> Result<(), String> {
+    let config = load_config(config)?;
+    let options = weft_fuse::MountOptions {
+        attr_ttl: Duration::from_millis(args.attr_ttl_ms),
+        entry_ttl: Duration::from_millis(args.entry_ttl_ms),
+        request_timeout: Duration::from_millis(args.request_timeout_ms),
+        direct_io: args.direct_io,
+        ..weft_fuse::MountOptions::default()
+    };
+    if args.daemon {
+        weft_fuse::daemonize_then_mount(config, args.mountpoint, options, args.log)
+    } else {
+        weft_fuse::run_mount(config, args.mountpoint, options)
+    }
+}
+
+pub fn umount(args: UmountArgs) -> Result<(), String> {
+    weft_fuse::umount(&args.mountpoint, args.lazy)
 }
 
 /// Loads the configuration named by `--config` / `WEFT_CONFIG`.
@@ -188,8 +244,37 @@ pub fn up(args: UpArgs) -> Result<(), String> {
         let _ = std::fs::remove_file(pid_file(&dir));
         return Err(format!("{message} (logs in {})", dir.display()));
     }
+    let mountpoint = dir.join("mnt");
+    if let Err(message) = mount_in_background(&exe, &config_path, &mountpoint, &dir) {
+        let _ = stop_pids(&pids);
+        let _ = std::fs::remove_file(pid_file(&dir));
+        return Err(message);
+    }
     println!("export WEFT_CONFIG={}", config_path.display());
+    println!("mounted at {}", mountpoint.display());
     Ok(())
+}
+
+/// Runs `weft mount --daemon` in a fresh process (no threads of ours are
+/// forked) and waits until the mount is live.
+fn mount_in_background(exe: &Path, config: &Path, mountpoint: &Path, dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(mountpoint).map_err(|e| format!("{}: {e}", mountpoint.display()))?;
+    let output = std::process::Command::new(exe)
+        .arg("--config")
+        .arg(config)
+        .arg("mount")
+        .arg(mountpoint)
+        .arg("--daemon")
+        .arg("--log")
+        .arg(dir.join("mount.log"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("starting the mount: {e}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!("mounting {}: {}", mountpoint.display(), String::from_utf8_lossy(&output.stderr).trim()))
+    }
 }
 
 fn spawn_detached(exe: &Path, config: &Path, id: u32, log: std::fs::File) -> Result<u32, String> {
@@ -266,6 +351,13 @@ pub fn down(args: DownArgs) -> Result<(), String> {
     let dir = absolute(&args.dir)?;
     let text = std::fs::read_to_string(pid_file(&dir)).map_err(|_| format!("no file system running under {}", dir.display()))?;
     let pids: Vec<u32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+    let mountpoint = dir.join("mnt");
+    if weft_fuse::is_mounted(&mountpoint) {
+        // Detach first so the mount daemon ends before its servers do.
+        if let Err(message) = weft_fuse::umount(&mountpoint, true) {
+            eprintln!("weft: unmounting {}: {message}", mountpoint.display());
+        }
+    }
     stop_pids(&pids)?;
     std::fs::remove_file(pid_file(&dir)).map_err(|e| e.to_string())?;
     println!("stopped {} servers", pids.len());

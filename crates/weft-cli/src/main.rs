@@ -54,6 +54,10 @@ enum Command {
     Layout(files::PathArgs),
     /// Write a file's contents to standard output.
     Cat(files::PathArgs),
+    /// Mount the file system with FUSE (foreground unless --daemon).
+    Mount(cluster::MountArgs),
+    /// Unmount a FUSE mount.
+    Umount(cluster::UmountArgs),
     /// Benchmarks (print JSON with --json).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -91,6 +95,8 @@ fn main() -> ExitCode {
         Command::Statfs => files::statfs(cli.config),
         Command::Layout(args) => files::layout(cli.config, args),
         Command::Cat(args) => files::cat(cli.config, args),
+        Command::Mount(args) => cluster::mount(cli.config, args),
+        Command::Umount(args) => cluster::umount(args),
         Command::Bench(command) => bench::run(cli.config, command),
     };
     match result {

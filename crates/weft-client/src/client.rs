@@ -266,7 +266,13 @@ fn to_stat(attrs: Attributes, sizes: &BTreeMap<Handle, DatafileStat>) -> Stat {
                 .iter()
                 .map(|h| sizes.get(h).copied().unwrap_or(DatafileStat { local_size: 0, mtime_ns: 0 }))
                 .collect();
-            mtime_ns = stats.iter().map(|s| s.mtime_ns).fold(mtime_ns, i64::max);
+            // Data written after the last attribute change moves mtime;
+            // otherwise the metafile's mtime stands, so an explicit
+            // utimens to an older time (tar, cp -p, rsync -t) sticks.
+            let data_mtime_ns = stats.iter().map(|s| s.mtime_ns).max().unwrap_or(0);
+            if data_mtime_ns > attrs.ctime_ns {
+                mtime_ns = data_mtime_ns;
+            }
             let locals: Vec<u64> = stats.iter().map(|s| s.local_size).collect();
             layout.distribution.file_size(&locals)
         }

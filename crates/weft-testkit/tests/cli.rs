@@ -39,7 +39,13 @@ fn up_copy_list_remove_down() {
     let up = ok(weft(&["up", "--dir", fs_dir.to_str().unwrap(), "--servers", "3", "--host", &host, "--base-port", "7300"], None));
     let _down = Down(&fs_dir);
     let config = fs_dir.join("weft.toml");
-    assert_eq!(up.trim(), format!("export WEFT_CONFIG={}", config.display()));
+    let mountpoint = fs_dir.join("mnt");
+    assert_eq!(
+        up.lines().collect::<Vec<_>>(),
+        vec![format!("export WEFT_CONFIG={}", config.display()), format!("mounted at {}", mountpoint.display())]
+    );
+    // The mount shows what the CLI writes, and the other way round.
+    std::fs::write(mountpoint.join("via-mount"), b"posix").unwrap();
     let cfg = Some(config.as_path());
     assert_eq!(ok(weft(&["ping"], cfg)).lines().filter(|l| l.contains(" ok ")).count(), 3);
     // A second `up` in the same directory refuses.
@@ -64,12 +70,16 @@ fn up_copy_list_remove_down() {
     // rm without -r refuses a directory; with -r removes the tree.
     assert!(!weft(&["rm", "weft:/a"], cfg).status.success());
     ok(weft(&["rm", "-r", "weft:/a"], cfg));
+    assert_eq!(ok(weft(&["cat", "weft:/via-mount"], cfg)), "posix");
+    ok(weft(&["rm", "weft:/via-mount"], cfg));
     assert_eq!(ok(weft(&["ls", "weft:/"], cfg)).trim(), "");
+    assert!(std::fs::read_dir(&mountpoint).unwrap().next().is_none());
     let missing = weft(&["stat", "weft:/a"], cfg);
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no such file"));
     ok(weft(&["down", "--dir", fs_dir.to_str().unwrap()], None));
     assert!(!weft(&["ping"], cfg).status.success());
+    assert!(!weft_fuse_is_mounted(&mountpoint), "weft down leaves no mount");
 }
 
 #[test]
@@ -86,4 +96,9 @@ fn commands_without_config_or_with_bad_config_explain() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(stderr.contains("bad.toml:") && stderr.contains("server[1].address"), "{stderr}");
+}
+
+fn weft_fuse_is_mounted(path: &Path) -> bool {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    table.lines().any(|line| line.split(' ').nth(4) == Some(path.to_str().unwrap()))
 }

@@ -1,0 +1,54 @@
+//! Mount options and their defaults.
+//!
+//! The defaults keep close-to-open consistency between mounts: attributes
+//! of regular files are never cached (`attr_ttl` 0), so `stat` and every
+//! read past the cached end of file ask the servers; names, directories and
+//! symlinks are cached for `entry_ttl` (1 s), which bounds how long another
+//! mount's rename or removal can go unnoticed by a path walk (an open of a
+//! removed file answers `ESTALE`, and the kernel then looks the name up
+//! again). Cached file pages are dropped on every open (no `keep_cache`).
+
+use std::time::Duration;
+
+/// How a Weft file system is mounted.
+#[derive(Clone, Debug)]
+pub struct MountOptions {
+    /// How long the kernel may cache attributes of regular files. 0 keeps
+    /// sizes exact across mounts.
+    pub attr_ttl: Duration,
+    /// How long the kernel may cache names (lookups) and the attributes of
+    /// directories and symlinks.
+    pub entry_ttl: Duration,
+    /// Longest wait for a server's reply before the operation fails with
+    /// EIO. Shorter than the library default (30 s) so that a dead server
+    /// makes calls fail quickly instead of hanging.
+    pub request_timeout: Duration,
+    /// Bypass the page cache for every file (`direct_io`). Off by default:
+    /// shared `mmap` and executing binaries need the page cache.
+    pub direct_io: bool,
+    /// Let users other than the mounting one use the mount (`allow_other`).
+    /// Default: on when mounting as root. Needed for `AutoUnmount`; a
+    /// non-root user also needs `user_allow_other` in `/etc/fuse.conf`.
+    pub allow_other: bool,
+    /// Let the kernel check mode bits (`default_permissions`). On by
+    /// default; the servers check again with the caller's credentials.
+    pub default_permissions: bool,
+    /// Threads of the runtime answering requests.
+    pub worker_threads: usize,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        // SAFETY: geteuid has no preconditions.
+        let is_root = unsafe { libc::geteuid() } == 0;
+        MountOptions {
+            attr_ttl: Duration::ZERO,
+            entry_ttl: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(5),
+            direct_io: false,
+            allow_other: is_root,
+            default_permissions: true,
+            worker_threads: 2,
+        }
+    }
+}

@@ -1,0 +1,452 @@
+//! Real mounts of a real cluster: coreutils, tar, scripts, two mounts,
+//! fio, errno values, a killed server, daemon mode and auto-unmount.
+//!
+//! Every mount is a child process (`weft-fuse-mount`, with
+//! `PR_SET_PDEATHSIG`) owned by a [`Mount`] guard that unmounts and kills it
+//! on drop, also when the test fails; servers belong to a testkit
+//! `Cluster`, declared first so it is dropped last. Tests take a lock and
+//! run one at a time: the machine has two cores.
+//!
+//! Nothing here asserts on wall-clock time. Commands that could hang run
+//! under `timeout 120` only as a guard against a hung test.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use weft_testkit::{command_dying_with_parent, Cluster, ClusterOptions};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn mount_bin() -> PathBuf {
+    match std::env::var_os("WEFT_FUSE_BIN") {
+        Some(path) => PathBuf::from(path),
+        None => PathBuf::from(env!("CARGO_BIN_EXE_weft-fuse-mount")),
+    }
+}
+
+fn is_mounted(path: &Path) -> bool {
+    weft_fuse::is_mounted(path)
+}
+
+fn detach(path: &Path) {
+    let _ = weft_fuse::umount(path, true);
+}
+
+/// A mount served by a child process; unmounted and killed on drop.
+struct Mount {
+    child: Option<Child>,
+    path: PathBuf,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Mount {
+    fn start(cluster: &Cluster, extra: &[&str]) -> Mount {
+        let dir = tempfile::Builder::new().prefix("weft-mnt-").tempdir().expect("temp dir");
+        let path = dir.path().join("mnt");
+        std::fs::create_dir(&path).expect("mount point");
+        let log = dir.path().join("mount.log");
+        let log_file = std::fs::File::create(&log).expect("log");
+        let child = command_dying_with_parent(&mount_bin())
+            .arg("--config")
+            .arg(&cluster.config_path)
+            .args(extra)
+            .arg(&path)
+            .env("WEFT_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .spawn()
+            .expect("spawn weft-fuse-mount");
+        let mut mount = Mount { child: Some(child), path, log, _dir: dir };
+        mount.wait_mounted();
+        mount
+    }
+
+    fn wait_mounted(&mut self) {
+        let start = Instant::now();
+        while !is_mounted(&self.path) {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("mount process exited with {status}: {}", self.log_text());
+                }
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "not mounted after 60 s: {}", self.log_text());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn at(&self, relative: &str) -> PathBuf {
+        self.path.join(relative)
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// Kills the mount process with SIGKILL (auto-unmount test).
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(10) {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if is_mounted(&self.path) {
+                detach(&self.path);
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if is_mounted(&self.path) {
+            detach(&self.path);
+        }
+    }
+}
+
+/// Runs a bash command (with a hang guard); returns its output.
+fn bash(script: &str) -> Output {
+    Command::new("timeout").args(["120", "bash", "-euo", "pipefail", "-c", script]).output().expect("run bash")
+}
+
+/// Runs a bash command that must succeed; returns its stdout.
+fn ok(script: &str) -> String {
+    let out = bash(script);
+    assert!(
+        out.status.success(),
+        "command failed ({}): {script}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn q(path: &Path) -> String {
+    format!("'{}'", path.display())
+}
+
+#[test]
+fn coreutils_end_to_end() {
+    let _serial = serial();
+    let cluster = Cluster::start(ClusterOptions::default());
+    let mount = Mount::start(&cluster, &[]);
+    let local = tempfile::tempdir().unwrap();
+    let (m, l) = (q(&mount.path), q(local.path()));
+
+    ok(&format!("head -c 5000000 /dev/urandom > {l}/src"));
+    ok(&format!("cp {l}/src {m}/a && cmp {l}/src {m}/a"));
+    ok(&format!("cat {m}/a > {l}/back && cmp {l}/src {l}/back"));
+    ok(&format!("mkdir -p {m}/d1/d2/d3 && test -d {m}/d1/d2/d3"));
+    ok(&format!("mv {m}/a {m}/d1/d2/b && test ! -e {m}/a && cmp {l}/src {m}/d1/d2/b"));
+    let listing = ok(&format!("ls -l {m}/d1/d2"));
+    assert!(listing.contains(" b\n") && listing.contains("5000000"), "{listing}");
+    ok(&format!("ln -s d1/d2/b {m}/link && cmp {l}/src {m}/link"));
+    assert_eq!(ok(&format!("readlink {m}/link")).trim(), "d1/d2/b");
+    assert_eq!(ok(&format!("stat -c %s {m}/d1/d2/b")).trim(), "5000000");
+    assert_eq!(ok(&format!("stat -L -c %F {m}/link")).trim(), "regular file");
+
+    // truncate: shrink, then extend (zeros), mirrored locally.
+    ok(&format!("truncate -s 1000 {m}/d1/d2/b && truncate -s 1000 {l}/src && cmp {l}/src {m}/d1/d2/b"));
+    ok(&format!("truncate -s 3000000 {m}/d1/d2/b && truncate -s 3000000 {l}/src && cmp {l}/src {m}/d1/d2/b"));
+    assert_eq!(ok(&format!("stat -c %s {m}/d1/d2/b")).trim(), "3000000");
+
+    // dd into the middle without truncating, and with odd block sizes.
+    ok(&format!("head -c 700000 /dev/urandom > {l}/patch"));
+    ok(&format!("dd if={l}/patch of={m}/d1/d2/b bs=7000 seek=13 conv=notrunc status=none"));
+    ok(&format!("dd if={l}/patch of={l}/src bs=7000 seek=13 conv=notrunc status=none"));
+    ok(&format!("cmp {l}/src {m}/d1/d2/b"));
+    ok(&format!("dd if={m}/d1/d2/b of={l}/dd-back bs=1M status=none && cmp {l}/src {l}/dd-back"));
+
+    // Appends (O_APPEND) land at the end.
+    ok(&format!("printf one > {m}/log && printf two >> {m}/log && printf three >> {m}/log"));
+    assert_eq!(ok(&format!("cat {m}/log")), "onetwothree");
+
+    // chmod and utimes.
+    ok(&format!("chmod 640 {m}/log"));
+    assert_eq!(ok(&format!("stat -c %a {m}/log")).trim(), "640");
+    // utimens. On an empty file: weft-client reports a file's mtime as the
+    // newest of its metafile's and its datafiles' (see the crate README).
+    ok(&format!("touch {m}/empty && touch -d @1500000000 {m}/empty"));
+    assert_eq!(ok(&format!("stat -c %Y {m}/empty")).trim(), "1500000000");
+
+    // A listing longer than one page.
+    ok(&format!("mkdir {m}/many && for i in $(seq 1 300); do : > {m}/many/f$i; done"));
+    assert_eq!(ok(&format!("ls {m}/many | wc -l")).trim(), "300");
+    assert_eq!(ok(&format!("ls -a {m}/many | wc -l")).trim(), "302");
+    assert_eq!(ok(&format!("find {m}/many -type f | wc -l")).trim(), "300");
+
+    // A shell script and a copied binary run from the mount.
+    ok(&format!("printf '#!/bin/sh\\necho hello-from-weft \"$1\"\\n' > {m}/s.sh && chmod +x {m}/s.sh"));
+    assert_eq!(ok(&format!("{m}/s.sh there")).trim(), "hello-from-weft there");
+    ok(&format!("cp /bin/echo {m}/echo && chmod 755 {m}/echo"));
+    assert_eq!(ok(&format!("{m}/echo binary-ran")).trim(), "binary-ran");
+
+    // Shared mmap: write through a mapping, then read with plain reads.
+    let script = format!(
+        "import mmap, os\np = {m} + '/mapped'\nfd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)\nos.ftruncate(fd, 1 << 20)\n\
+         mm = mmap.mmap(fd, 1 << 20, mmap.MAP_SHARED)\nfor i in range(0, 1 << 20, 4096): mm[i:i+4] = (i // 4096).to_bytes(4, 'little')\n\
+         mm.flush(); mm.close(); os.close(fd)\ndata = open(p, 'rb').read()\nassert len(data) == 1 << 20\n\
+         assert all(data[i:i+4] == (i // 4096).to_bytes(4, 'little') for i in range(0, 1 << 20, 4096))\nprint('mmap ok')"
+    );
+    assert_eq!(ok(&format!("python3 -c \"{}\"", script.replace('"', "\\\""))).trim(), "mmap ok");
+
+    // statfs.
+    ok(&format!("df {m} >/dev/null && stat -f {m} >/dev/null"));
+
+    // rm -r of the tree.
+    ok(&format!("rm -r {m}/d1 {m}/many && test ! -e {m}/d1"));
+    let rest = ok(&format!("ls -A {m}"));
+    assert!(!rest.contains("d1") && !rest.contains("many"), "{rest}");
+}
+
+#[test]
+fn tar_tree_and_diff() {
+    let _serial = serial();
+    let cluster = Cluster::start(ClusterOptions::default());
+    let mount = Mount::start(&cluster, &[]);
+    let local = tempfile::tempdir().unwrap();
+    let (m, l) = (q(&mount.path), q(local.path()));
+    // A snapshot first: other work may change the repository meanwhile.
+    let root = weft_testkit::workspace_root();
+    ok(&format!("tar -C {} --exclude=target -cf {l}/tree.tar crates", q(&root)));
+    ok(&format!("mkdir {l}/here && tar -C {l}/here -xf {l}/tree.tar"));
+    ok(&format!("tar -C {m} -xf {l}/tree.tar"));
+    ok(&format!("diff -r {l}/here/crates {m}/crates"));
+    // And back out through the read path.
+    ok(&format!("mkdir {l}/back && tar -C {m} -cf - crates | tar -C {l}/back -xf -"));
+    ok(&format!("diff -r {l}/here/crates {l}/back/crates"));
+}
+
+#[test]
+fn two_mounts_see_each_other_after_close() {
+    let _serial = serial();
+    let cluster = Cluster::start(ClusterOptions::default());
+    let first = Mount::start(&cluster, &[]);
+    let second = Mount::start(&cluster, &[]);
+    let (a, b) = (q(&first.path), q(&second.path));
+
+    ok(&format!("echo version-one > {a}/f"));
+    assert_eq!(ok(&format!("cat {b}/f")), "version-one\n");
+    // Rewritten larger by the other mount.
+    ok(&format!("head -c 300000 /dev/urandom > {b}/f"));
+    ok(&format!("cmp {a}/f {b}/f"));
+    assert_eq!(ok(&format!("stat -c %s {a}/f")).trim(), "300000");
+    // Truncated and rewritten shorter by the other mount, after this one read it.
+    ok(&format!("cat {a}/f > /dev/null"));
+    ok(&format!("truncate -s 0 {b}/f && printf short > {b}/f"));
+    assert_eq!(ok(&format!("cat {a}/f")), "short");
+    assert_eq!(ok(&format!("stat -c %s {a}/f")).trim(), "5");
+    // Same size, new contents (cached pages must not be reused).
+    ok(&format!("printf AAAAAAAA > {a}/g && cat {b}/g >/dev/null && cat {a}/g >/dev/null"));
+    ok(&format!("printf BBBBBBBB | dd of={b}/g conv=notrunc status=none"));
+    assert_eq!(ok(&format!("cat {a}/g")), "BBBBBBBB");
+    // Replaced by a new file of the same name.
+    ok(&format!("rm {b}/g && echo replaced > {b}/g"));
+    assert_eq!(ok(&format!("cat {a}/g")), "replaced\n");
+    // Directories and removal.
+    ok(&format!("mkdir {a}/dir && echo x > {a}/dir/x"));
+    assert_eq!(ok(&format!("cat {b}/dir/x")), "x\n");
+    ok(&format!("rm -r {b}/dir"));
+    ok(&format!("test ! -e {b}/dir"));
+    ok(&format!("for i in $(seq 1 50); do test -e {a}/dir/x || exit 0; sleep 0.1; done; exit 1"));
+}
+
+#[test]
+fn fio_write_verify() {
+    let _serial = serial();
+    let cluster = Cluster::start(ClusterOptions::default());
+    let mount = Mount::start(&cluster, &[]);
+    let m = q(&mount.path);
+    let common = "--ioengine=psync --fallocate=none --verify=crc32c --do_verify=1 --verify_fatal=1 --output-format=terse";
+    ok(&format!("fio --name=seq --filename={m}/seq --rw=write --bs=1M --size=32M {common}"));
+    ok(&format!("fio --name=rand --directory={m} --rw=randwrite --bs=16k --size=8M --numjobs=2 {common}"));
+    ok(&format!("fio --name=rr --filename={m}/seq --rw=randread --bs=64k --size=32M --numjobs=2 --io_size=8M --ioengine=psync --output-format=terse"));
+}
+
+/// Runs a python snippet (as `uid` if given) that prints errno names.
+fn errno_of(uid: Option<u32>, statement: &str) -> String {
+    let code = format!(
+        "import os, errno, fcntl\ntry:\n    {statement}\n    print('OK')\nexcept OSError as e:\n    print(errno.errorcode[e.errno])"
+    );
+    let mut command = match uid {
+        Some(uid) => {
+            let mut c = Command::new("setpriv");
+            c.args([format!("--reuid={uid}"), format!("--regid={uid}"), "--clear-groups".to_string(), "/usr/bin/python3".to_string()]);
+            c
+        }
+        None => Command::new("/usr/bin/python3"),
+    };
+    let out = command.arg("-c").arg(code).output().expect("python3");
+    assert!(out.status.success(), "python failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn errors_reach_callers() {
+    let _serial = serial();
+    let cluster = Cluster::start(ClusterOptions::default());
+    let mount = Mount::start(&cluster, &[]);
+    let m = mount.path.display().to_string();
+    ok(&format!("mkdir {m}/full {m}/empty && echo x > {m}/full/x && echo y > {m}/file && chmod 600 {m}/file"));
+    ok(&format!("mkdir {m}/open && chmod 777 {m}/open"));
+    let cases: Vec<(Option<u32>, String, &str)> = vec![
+        (None, format!("os.stat('{m}/missing')"), "ENOENT"),
+        (None, format!("open('{m}/missing/x')"), "ENOENT"),
+        (None, format!("os.mkdir('{m}/full')"), "EEXIST"),
+        (None, format!("os.open('{m}/file', os.O_CREAT | os.O_EXCL | os.O_WRONLY)"), "EEXIST"),
+        (None, format!("os.rmdir('{m}/full')"), "ENOTEMPTY"),
+        (None, format!("os.rename('{m}/empty', '{m}/full')"), "ENOTEMPTY"),
+        (None, format!("os.open('{m}/full', os.O_WRONLY)"), "EISDIR"),
+        (None, format!("os.unlink('{m}/full')"), "EISDIR"),
+        (None, format!("os.listdir('{m}/file')"), "ENOTDIR"),
+        (None, format!("os.stat('{m}/file/x')"), "ENOTDIR"),
+        (None, format!("os.rmdir('{m}/file')"), "ENOTDIR"),
+        (Some(1000), format!("open('{m}/file')"), "EACCES"),
+        (Some(1000), format!("os.mkdir('{m}/full/sub')"), "EACCES"),
+        (Some(1000), format!("os.unlink('{m}/full/x')"), "EACCES"),
+        (Some(1000), format!("os.open('{m}/open/mine', os.O_CREAT | os.O_WRONLY, 0o600)"), "OK"),
+        (Some(1000), format!("os.chmod('{m}/file', 0o777)"), "EPERM"),
+        // Unsupported calls (see README): hard links, special files, xattrs
+        // (EOPNOTSUPP, which Python names ENOTSUP: the same number on Linux), locks.
+        (None, format!("os.link('{m}/file', '{m}/hard')"), "EPERM"),
+        (None, format!("os.mkfifo('{m}/fifo')"), "EPERM"),
+        (None, format!("os.setxattr('{m}/file', 'user.a', b'1')"), "ENOTSUP"),
+        (None, format!("os.getxattr('{m}/file', 'user.a')"), "ENOTSUP"),
+        (None, format!("fcntl.lockf(os.open('{m}/file', os.O_RDWR), fcntl.LOCK_EX)"), "ENOLCK"),
+    ];
+    let mut failures = Vec::new();
+    for (uid, statement, expected) in &cases {
+        let got = errno_of(*uid, statement);
+        if got != *expected {
+            failures.push(format!("{statement} (uid {uid:?}): expected {expected}, got {got}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // The file uid 1000 created is theirs.
+    assert_eq!(ok(&format!("stat -c %u {m}/open/mine")).trim(), "1000");
+}
+
+/// The server holding a handle (inode number), from the cluster's configuration.
+fn server_of_inode(cluster: &Cluster, ino: u64) -> u32 {
+    cluster.config.server_of_handle(weft_proto::Handle(ino)).expect("routable inode")
+}
+
+#[test]
+fn killed_server_fails_with_eio_then_recovers() {
+    let _serial = serial();
+    let mut cluster = Cluster::start(ClusterOptions::default());
+    let mount = Mount::start(&cluster, &["--request-timeout-ms", "3000"]);
+    let m = q(&mount.path);
+    ok(&format!("head -c 1000000 /dev/urandom > {m}/striped && cp {m}/striped {m}/../striped.copy"));
+    ok(&format!("for i in $(seq 0 7); do mkdir {m}/d$i; done"));
+    let victim = 3;
+    let live_dir = (0..8)
+        .map(|i| mount.at(&format!("d{i}")))
+        .find(|p| server_of_inode(&cluster, std::fs::metadata(p).unwrap().ino()) != victim)
+        .expect("a directory on a live server");
+    cluster.kill(victim);
+
+    // Touching the dead server: EIO, bounded by the request timeout.
+    let read = bash(&format!("cat {m}/striped > /dev/null"));
+    assert!(!read.status.success());
+    assert_ne!(read.status.code(), Some(124), "cat hung");
+    assert!(String::from_utf8_lossy(&read.stderr).contains("Input/output error"), "{:?}", read);
+    let create = bash(&format!("echo new > {}/new-file", q(&live_dir)));
+    assert_ne!(create.status.code(), Some(124), "create hung");
+    assert!(!create.status.success(), "a file striped over the dead server was created");
+    // Not touching it: still works.
+    ok(&format!("stat {} > /dev/null && ls {} > /dev/null", q(&live_dir), q(&live_dir)));
+
+    cluster.restart(victim);
+    ok(&format!("cmp {m}/striped {m}/../striped.copy"));
+    ok(&format!("echo after > {}/after && cat {}/after", q(&live_dir), q(&live_dir)));
+}
+
+#[test]
+fn daemon_mode_and_umount() {
+    let _serial = serial();
+    let cluster = Cluster::start(ClusterOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mnt");
+    std::fs::create_dir(&path).unwrap();
+    struct Detach(PathBuf);
+    impl Drop for Detach {
+        fn drop(&mut self) {
+            if is_mounted(&self.0) {
+                detach(&self.0);
+            }
+        }
+    }
+    let _guard = Detach(path.clone());
+    let status = Command::new(mount_bin())
+        .arg("--config")
+        .arg(&cluster.config_path)
+        .arg("--daemon")
+        .arg("--log")
+        .arg(dir.path().join("daemon.log"))
+        .arg(&path)
+        .status()
+        .expect("run daemon");
+    assert!(status.success());
+    // The parent returned only once the mount was live.
+    assert!(is_mounted(&path));
+    ok(&format!("echo daemon > {}/f && cat {}/f", q(&path), q(&path)));
+    let status = Command::new(mount_bin()).arg("--umount").arg(&path).status().expect("umount");
+    assert!(status.success());
+    assert!(!is_mounted(&path));
+}
+
+#[test]
+fn killed_mount_process_unmounts() {
+    let _serial = serial();
+    let cluster = Cluster::start(ClusterOptions::default());
+    let mut mount = Mount::start(&cluster, &[]);
+    ok(&format!("echo x > {}/f", q(&mount.path)));
+    assert!(mount.pid() > 0);
+    mount.kill();
+    // The watchdog detaches the mount; no ENOTCONN is left.
+    let start = Instant::now();
+    while is_mounted(&mount.path) {
+        assert!(start.elapsed() < Duration::from_secs(60), "mount left behind after SIGKILL");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::read_dir(&mount.path).expect("mount point readable, not ENOTCONN");
+}
+
+#[test]
+fn sigterm_unmounts_cleanly() {
+    let _serial = serial();
+    let cluster = Cluster::start(ClusterOptions::default());
+    let mut mount = Mount::start(&cluster, &[]);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(mount.pid() as i32, libc::SIGTERM) };
+    let status = mount.child.as_mut().unwrap().wait().unwrap();
+    mount.child = None;
+    assert!(status.success(), "exit status {status}: {}", mount.log_text());
+    assert!(!is_mounted(&mount.path));
+}
