@@ -282,7 +282,8 @@ fn fio_write_verify() {
     let cluster = Cluster::start(ClusterOptions::default());
     let mount = Mount::start(&cluster, &[]);
     let m = q(&mount.path);
-    let common = "--ioengine=psync --fallocate=none --verify=crc32c --do_verify=1 --verify_fatal=1 --output-format=terse";
+    // verify_state_save=0: fio would otherwise drop state files in the working directory.
+    let common = "--ioengine=psync --fallocate=none --verify=crc32c --do_verify=1 --verify_fatal=1 --verify_state_save=0 --output-format=terse";
     ok(&format!("fio --name=seq --filename={m}/seq --rw=write --bs=1M --size=32M {common}"));
     ok(&format!("fio --name=rand --directory={m} --rw=randwrite --bs=16k --size=8M --numjobs=2 {common}"));
     ok(&format!("fio --name=rr --filename={m}/seq --rw=randread --bs=64k --size=32M --numjobs=2 --io_size=8M --ioengine=psync --output-format=terse"));
