@@ -241,6 +241,8 @@ fn bench_io(config: Config, config_path: PathBuf, args: IoArgs) -> Result<(), St
             _ => &Pattern::FilePerProcess,
         }),
     };
+    let copy = memcpy_rate(total);
+    emit(args.json, json!({"bench": "io", "method": "memcpy", "phase": "copy", "bytes": total, "mib_per_s": copy}));
     let tcp = loopback_ceiling(total, args.transfer)?;
     emit(args.json, json!({"bench": "io", "method": "loopback_tcp", "phase": "copy", "bytes": total, "transfer": args.transfer, "mib_per_s": tcp}));
     let local_dir = args.local_dir.clone().unwrap_or_else(|| config.servers[0].storage.clone());
@@ -286,6 +288,23 @@ fn bench_io(config: Config, config_path: PathBuf, args: IoArgs) -> Result<(), St
         }
     }
     Ok(())
+}
+
+/// Memory copy bandwidth: `bytes` copied between two 64 MiB buffers in
+/// 1 MiB pieces (the unit every data path here copies in).
+fn memcpy_rate(bytes: u64) -> f64 {
+    let source = vec![0x3cu8; 64 << 20];
+    let mut target = vec![0u8; 64 << 20];
+    let start = Instant::now();
+    let mut done = 0u64;
+    while done < bytes {
+        let at = (done % (64 << 20)) as usize;
+        let n = (1usize << 20).min((bytes - done) as usize);
+        target[at..at + n].copy_from_slice(&source[at..at + n]);
+        done += n as u64;
+    }
+    std::hint::black_box(&target);
+    mib_per_s(bytes, start.elapsed().as_secs_f64())
 }
 
 /// Loopback TCP: one process sends `bytes` in `transfer`-sized writes to another.
