@@ -306,6 +306,15 @@ pub enum BuildError {
     /// A negative count or length was given to a builder.
     #[error("negative count or length")]
     Negative,
+    /// An indexed or struct block of zero length, or a struct block of
+    /// zero-size data. The builders drop such blocks (they carry no data and,
+    /// as in MPI, do not move the bounds), so only a hostile description has
+    /// them; refusing them bounds the walk's work per byte of data.
+    #[error("node {node} has an empty block")]
+    EmptyBlock {
+        /// Offending node.
+        node: u32,
+    },
 }
 
 /// A validated access pattern: a post-order node array whose last node is the root.
@@ -330,6 +339,7 @@ impl Dataloop {
         let mut nodes: Vec<Node> = Vec::with_capacity(specs.len());
         for (index, spec) in specs.into_iter().enumerate() {
             check_shape(index as u32, &spec.kind)?;
+            check_blocks_carry_data(&nodes, index as u32, &spec.kind)?;
             let derived = derive(&nodes, index as u32, &spec.kind)?.0;
             nodes.push(Node { spec, derived });
         }
@@ -443,6 +453,11 @@ impl Dataloop {
         if blocklengths.len() != displacements_bytes.len() {
             return Err(BuildError::LengthMismatch { node: 0 });
         }
+        // Zero-length blocks carry no data and do not move MPI's bounds.
+        let kept: Vec<usize> = (0..blocklengths.len()).filter(|i| blocklengths[*i] > 0).collect();
+        let blocklengths: Vec<u64> = kept.iter().map(|i| blocklengths[*i]).collect();
+        let displacements_bytes: Vec<i64> = kept.iter().map(|i| displacements_bytes[*i]).collect();
+        let (blocklengths, displacements_bytes) = (&blocklengths[..], &displacements_bytes[..]);
         if let Some(first) = blocklengths.first() {
             if blocklengths.iter().all(|b| b == first) {
                 return Dataloop::hindexed_block(*first, displacements_bytes, child);
@@ -490,6 +505,12 @@ impl Dataloop {
         if blocklengths.len() != displacements_bytes.len() || blocklengths.len() != children.len() {
             return Err(BuildError::LengthMismatch { node: 0 });
         }
+        // Blocks without data (zero length or zero-size type) do not move MPI's bounds.
+        let kept: Vec<usize> = (0..blocklengths.len()).filter(|i| blocklengths[*i] > 0 && children[*i].size() > 0).collect();
+        let blocklengths: Vec<u64> = kept.iter().map(|i| blocklengths[*i]).collect();
+        let displacements_bytes: Vec<i64> = kept.iter().map(|i| displacements_bytes[*i]).collect();
+        let children: Vec<&Dataloop> = kept.iter().map(|i| children[*i]).collect();
+        let (blocklengths, displacements_bytes, children) = (&blocklengths[..], &displacements_bytes[..], &children[..]);
         if let Some(first) = children.first() {
             if children.iter().all(|c| c == first) {
                 return Dataloop::hindexed(blocklengths, displacements_bytes, first);
@@ -573,6 +594,23 @@ fn check_shape(index: u32, kind: &Kind) -> Result<(), BuildError> {
         }
     }
     Ok(())
+}
+
+/// Refuses indexed and struct blocks that carry no data (see [`BuildError::EmptyBlock`]).
+fn check_blocks_carry_data(nodes: &[Node], index: u32, kind: &Kind) -> Result<(), BuildError> {
+    let empty = match kind {
+        Kind::Indexed { blocklengths, .. } => blocklengths.contains(&0),
+        Kind::Struct { blocklengths, children, .. } => blocklengths
+            .iter()
+            .zip(children)
+            .any(|(length, child)| *length == 0 || nodes.get(*child as usize).is_some_and(|c| c.size() == 0)),
+        _ => false,
+    };
+    if empty {
+        Err(BuildError::EmptyBlock { node: index })
+    } else {
+        Ok(())
+    }
 }
 
 /// Running bounds, size and contiguity of a node being derived.
