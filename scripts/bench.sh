@@ -28,9 +28,9 @@ for run in $(seq 1 $RUNS); do
       io) $weft bench io --procs 4 --size-per-proc 256M --json >> $raw ;;
       md) $weft bench md --procs 4 --files 1000 --json >> $raw ;;
       hpio)
-        $weft bench hpio --region-count 65536 --methods list list64 datatype --json >> $raw
-        $weft bench hpio --region-count 4096 --methods posix datatype --cases c-nc --json >> $raw
-        $weft bench hpio --region-count 1024 --region-bytes 4096 --spacing-bytes 4096 --methods datatype --cases c-c c-nc --json >> $raw ;;
+        $weft bench hpio --region-count 65536 --methods list,list64,datatype --json >> $raw
+        $weft bench hpio --region-count 4096 --methods posix,datatype --cases c-nc --json >> $raw
+        $weft bench hpio --region-count 1024 --region-bytes 4096 --spacing-bytes 4096 --methods datatype --cases c-c,c-nc --json >> $raw ;;
       fuse)
         for rw in write read; do
           r=$(cd $mnt && fio --name=seq$rw --directory=$mnt --rw=$rw --bs=1M --size=256M --numjobs=4 --ioengine=psync \
