@@ -141,6 +141,27 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// Raises the kernel's readahead for this mount (its backing device info,
+/// default 128 KiB) to `READAHEAD_BYTES_MAX`, so sequential reads reach the
+/// daemon as 1 MiB requests. Finds the mount's device number in
+/// `/proc/self/mountinfo` (a `stat` of the mount point would wait for this
+/// very daemon). Root only; without it reads still work, in smaller pieces.
+fn raise_readahead(mountpoint: &Path) {
+    let Ok(target) = mountpoint.canonicalize() else { return };
+    let Ok(table) = std::fs::read_to_string("/proc/self/mountinfo") else { return };
+    let wanted = target.to_string_lossy().replace(' ', "\\040");
+    let device = table.lines().rev().find_map(|line| {
+        let fields: Vec<&str> = line.split(' ').collect();
+        (fields.get(4) == Some(&wanted.as_str())).then(|| fields.get(2).map(|d| d.to_string())).flatten()
+    });
+    if let Some(device) = device {
+        let knob = format!("/sys/class/bdi/{device}/read_ahead_kb");
+        if let Err(err) = std::fs::write(&knob, format!("{}\n", crate::fs::READAHEAD_BYTES_MAX / 1024)) {
+            tracing::info!("readahead stays at the kernel default ({knob}: {err})");
+        }
+    }
+}
+
 /// A forked process that detaches the mount if the daemon dies.
 struct Watchdog {
     pipe: OwnedFd,
@@ -243,6 +264,7 @@ fn serve(config: Config, mountpoint: &Path, options: MountOptions, ready: impl F
     let result = mount(config, mountpoint, options);
     match result {
         Ok((session, runtime)) => {
+            raise_readahead(mountpoint);
             ready(Ok(()));
             let served = session.run().map_err(|e| format!("fuse session: {e}"));
             runtime.shutdown_timeout(std::time::Duration::from_secs(1));
