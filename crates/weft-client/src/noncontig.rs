@@ -102,7 +102,47 @@ fn invalid<E>(_: E) -> ErrorCode {
 enum MemoryMap<'a> {
     Contiguous,
     List { regions: &'a [Region], prefix: &'a [u64] },
+    /// A vector of contiguous blocks (the common strided memory type),
+    /// mapped by arithmetic instead of walking the dataloop.
+    Strided(Strided),
     Loop { cursor: Cursor<'a>, scratch: Vec<Region> },
+}
+
+/// Run `i` of a strided memory type starts at
+/// `(i / runs_per_tile) * tile_extent + (i % runs_per_tile) * stride + first`.
+#[derive(Clone, Copy)]
+struct Strided {
+    runs_per_tile: u64,
+    run_bytes: u64,
+    tile_extent: i64,
+    stride: i64,
+    first: i64,
+}
+
+impl Strided {
+    /// The arithmetic form of `memory_type`, if it is a vector of contiguous blocks.
+    fn of(memory_type: &Dataloop) -> Option<Strided> {
+        let root = memory_type.root();
+        let weft_dataloop::Kind::Vector { count, blocklength, stride_bytes, child } = root.kind() else { return None };
+        let child = memory_type.nodes().get(*child as usize)?;
+        if !child.is_contiguous() || child.extent() as u64 != child.size() || *count == 0 || *blocklength == 0 {
+            return None;
+        }
+        Some(Strided {
+            runs_per_tile: *count,
+            run_bytes: blocklength.checked_mul(child.size())?,
+            tile_extent: root.extent(),
+            stride: *stride_bytes,
+            first: child.true_lb(),
+        })
+    }
+
+    fn run_offset(&self, run: u64) -> Option<u64> {
+        let tile = i128::from(run / self.runs_per_tile);
+        let within = i128::from(run % self.runs_per_tile);
+        let offset = tile * i128::from(self.tile_extent) + within * i128::from(self.stride) + i128::from(self.first);
+        u64::try_from(offset).ok()
+    }
 }
 
 /// What every per-datafile [`MemoryMap`] shares.
@@ -137,9 +177,10 @@ impl<'a> MemoryPlan<'a> {
         Ok(match self.layout {
             MemoryLayout::Contiguous => MemoryMap::Contiguous,
             MemoryLayout::List(regions) => MemoryMap::List { regions, prefix: &self.prefix },
-            MemoryLayout::Datatype { memory_type, count } => {
-                MemoryMap::Loop { cursor: Cursor::new(memory_type, count, 0).map_err(invalid)?, scratch: Vec::new() }
-            }
+            MemoryLayout::Datatype { memory_type, count } => match Strided::of(memory_type) {
+                Some(strided) => MemoryMap::Strided(strided),
+                None => MemoryMap::Loop { cursor: Cursor::new(memory_type, count, 0).map_err(invalid)?, scratch: Vec::new() },
+            },
         })
     }
 
@@ -190,6 +231,18 @@ impl MemoryMap<'_> {
                     f((region.offset + within) as usize, take as usize);
                     at += take;
                     index += 1;
+                }
+            }
+            MemoryMap::Strided(strided) => {
+                let (mut at, end) = (stream_offset, stream_offset.checked_add(length).ok_or(ErrorCode::Invalid)?);
+                while at < end {
+                    let run = at / strided.run_bytes;
+                    let within = at % strided.run_bytes;
+                    let take = (strided.run_bytes - within).min(end - at);
+                    let offset = strided.run_offset(run).ok_or(ErrorCode::Invalid)? + within;
+                    check_in_buffer(offset, take, buffer_len)?;
+                    f(offset as usize, take as usize);
+                    at += take;
                 }
             }
             MemoryMap::Loop { cursor, scratch } => {
