@@ -234,15 +234,28 @@ impl MemoryMap<'_> {
                 }
             }
             MemoryMap::Strided(strided) => {
+                // Divide once, then step from run to run by addition.
                 let (mut at, end) = (stream_offset, stream_offset.checked_add(length).ok_or(ErrorCode::Invalid)?);
+                let run = at / strided.run_bytes;
+                let mut within = at % strided.run_bytes;
+                let mut index_in_tile = run % strided.runs_per_tile;
+                let mut offset = i128::from(strided.run_offset(run).ok_or(ErrorCode::Invalid)?);
+                let mut tile_start = offset - i128::from(index_in_tile as i64) * i128::from(strided.stride);
                 while at < end {
-                    let run = at / strided.run_bytes;
-                    let within = at % strided.run_bytes;
                     let take = (strided.run_bytes - within).min(end - at);
-                    let offset = strided.run_offset(run).ok_or(ErrorCode::Invalid)? + within;
-                    check_in_buffer(offset, take, buffer_len)?;
-                    f(offset as usize, take as usize);
+                    let start = u64::try_from(offset).map_err(invalid)? + within;
+                    check_in_buffer(start, take, buffer_len)?;
+                    f(start as usize, take as usize);
                     at += take;
+                    within = 0;
+                    index_in_tile += 1;
+                    if index_in_tile == strided.runs_per_tile {
+                        index_in_tile = 0;
+                        tile_start += i128::from(strided.tile_extent);
+                        offset = tile_start;
+                    } else {
+                        offset += i128::from(strided.stride);
+                    }
                 }
             }
             MemoryMap::Loop { cursor, scratch } => {
