@@ -4,7 +4,7 @@
 # packages that are missing.
 set -euo pipefail
 
-packages=(gcc make pkg-config bc fuse3 libfuse3-dev fio)
+packages=(gcc make pkg-config bc fuse3 libfuse3-dev fio openmpi-bin libopenmpi-dev mpich libmpich-dev python3 binutils)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -1,0 +1,644 @@
+/* The per-flavour C layer of libweft_mpiio. Compiled once with each MPI
+ * flavour's mpicc (build-so.sh), so every handle type, constant and
+ * combiner value comes from that flavour's mpi.h; nothing is hard-coded.
+ *
+ * - Weft files are MPI_File values pointing at a `weft_file` this layer
+ *   allocates; `weft_find` recognises them by address only (a foreign
+ *   handle is never dereferenced) and the generated wrappers
+ *   (gen/<flavour>/wrappers.c) send every other handle to PMPI_File_*.
+ * - Collective parts (open broadcast, barriers) happen here; data and
+ *   views are in Rust (weft_mpiio.h).
+ * - Nothing runs at load time: the keyval, the client and the Rust
+ *   runtime start on first use. */
+#include <mpi.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "weft_mpiio.h"
+#include "weft_mpiio_internal.h"
+
+#define WEFT_PREFIX "weft:"
+#define WEFT_BLOB_BYTES_MAX 65536
+#define WEFT_TYPE_DEPTH_MAX 64
+#define WEFT_ERRHANDLERS_MAX 64
+#define WEFT_NAMED_CACHE_MAX 128
+
+static pthread_mutex_t weft_lock = PTHREAD_MUTEX_INITIALIZER;
+static weft_file *weft_files = NULL;
+
+/* ---------- error classes and handlers ---------- */
+
+static int weft_mpi_class(int weft_class) {
+    switch (weft_class) {
+    case WEFT_SUCCESS: return MPI_SUCCESS;
+    case WEFT_ERR_NO_SUCH_FILE: return MPI_ERR_NO_SUCH_FILE;
+    case WEFT_ERR_FILE_EXISTS: return MPI_ERR_FILE_EXISTS;
+    case WEFT_ERR_ACCESS: return MPI_ERR_ACCESS;
+    case WEFT_ERR_AMODE: return MPI_ERR_AMODE;
+    case WEFT_ERR_IO: return MPI_ERR_IO;
+    case WEFT_ERR_NO_SPACE: return MPI_ERR_NO_SPACE;
+    case WEFT_ERR_BAD_FILE: return MPI_ERR_BAD_FILE;
+    case WEFT_ERR_ARG: return MPI_ERR_ARG;
+    case WEFT_ERR_TYPE: return MPI_ERR_TYPE;
+    case WEFT_ERR_UNSUPPORTED_OPERATION: return MPI_ERR_UNSUPPORTED_OPERATION;
+    case WEFT_ERR_READ_ONLY: return MPI_ERR_READ_ONLY;
+    case WEFT_ERR_COUNT: return MPI_ERR_COUNT;
+    default: return MPI_ERR_INTERN;
+    }
+}
+
+/* User file error handlers, recorded by MPI_File_create_errhandler so
+ * that they can be called on Weft handles (which PMPI cannot see). */
+static struct { MPI_Errhandler handler; MPI_File_errhandler_function *function; } weft_handlers[WEFT_ERRHANDLERS_MAX];
+static int weft_handlers_len = 0;
+
+int MPI_File_create_errhandler(MPI_File_errhandler_function *function, MPI_Errhandler *errhandler) {
+    int rc = PMPI_File_create_errhandler(function, errhandler);
+    if (rc == MPI_SUCCESS) {
+        pthread_mutex_lock(&weft_lock);
+        if (weft_handlers_len < WEFT_ERRHANDLERS_MAX) {
+            weft_handlers[weft_handlers_len].handler = *errhandler;
+            weft_handlers[weft_handlers_len].function = function;
+            weft_handlers_len++;
+        }
+        pthread_mutex_unlock(&weft_lock);
+    }
+    return rc;
+}
+
+/* Raises `code` through `handler`, as MPI would on `handle`. */
+static int weft_raise_with(MPI_Errhandler handler, MPI_Comm comm, MPI_File handle, int code) {
+    if (code == MPI_SUCCESS || handler == MPI_ERRORS_RETURN) return code;
+    int is_fatal = handler == MPI_ERRORS_ARE_FATAL;
+#ifdef MPI_ERRORS_ABORT
+    is_fatal = is_fatal || handler == MPI_ERRORS_ABORT;
+#endif
+    if (is_fatal) {
+        char text[MPI_MAX_ERROR_STRING];
+        int len = 0;
+        PMPI_Error_string(code, text, &len);
+        fprintf(stderr, "libweft_mpiio: fatal MPI-IO error on a weft: file: %s\n", text);
+        PMPI_Abort(comm, code);
+        return code;
+    }
+    MPI_File_errhandler_function *function = NULL;
+    pthread_mutex_lock(&weft_lock);
+    for (int i = 0; i < weft_handlers_len; i++)
+        if (weft_handlers[i].handler == handler) function = weft_handlers[i].function;
+    pthread_mutex_unlock(&weft_lock);
+    if (function) function(&handle, &code);
+    return code;
+}
+
+/* Raises `code` (an MPI error class) on a Weft file through its handler. */
+int weft_raise(weft_file *file, int code) {
+    return weft_raise_with(file->errhandler, file->comm, (MPI_File)file, code);
+}
+
+/* Errors without a file (open, delete) use the handler on MPI_FILE_NULL.
+ * (OpenMPI's MPI_File_call_errhandler rejects MPI_FILE_NULL, so the
+ * handler is fetched and applied here.) */
+static int weft_raise_null(int code) {
+    if (code == MPI_SUCCESS) return MPI_SUCCESS;
+    MPI_Errhandler handler;
+    PMPI_File_get_errhandler(MPI_FILE_NULL, &handler);
+    int rc = weft_raise_with(handler, MPI_COMM_WORLD, MPI_FILE_NULL, code);
+    PMPI_Errhandler_free(&handler);
+    return rc;
+}
+
+int weft_unsupported(weft_file *file, const char *name) {
+    (void)name;
+    return weft_raise(file, MPI_ERR_UNSUPPORTED_OPERATION);
+}
+
+/* ---------- handles ---------- */
+
+weft_file *weft_find(MPI_File handle) {
+    weft_file *found = NULL;
+    pthread_mutex_lock(&weft_lock);
+    for (weft_file *f = weft_files; f; f = f->next)
+        if ((MPI_File)f == handle) { found = f; break; }
+    pthread_mutex_unlock(&weft_lock);
+    return found;
+}
+
+static void weft_link(weft_file *file) {
+    pthread_mutex_lock(&weft_lock);
+    file->next = weft_files;
+    weft_files = file;
+    pthread_mutex_unlock(&weft_lock);
+}
+
+static void weft_unlink_handle(weft_file *file) {
+    pthread_mutex_lock(&weft_lock);
+    for (weft_file **p = &weft_files; *p; p = &(*p)->next)
+        if (*p == file) { *p = file->next; break; }
+    pthread_mutex_unlock(&weft_lock);
+}
+
+/* ---------- datatypes ---------- */
+
+typedef struct { int64_t *words; size_t len, cap; int error; } weft_program;
+
+static void emit(weft_program *p, int64_t word) {
+    if (p->error) return;
+    if (p->len == p->cap) {
+        size_t cap = p->cap ? 2 * p->cap : 64;
+        int64_t *words = realloc(p->words, cap * sizeof *words);
+        if (!words) { p->error = MPI_ERR_INTERN; return; }
+        p->words = words;
+        p->cap = cap;
+    }
+    p->words[p->len++] = word;
+}
+
+static int is_named(MPI_Datatype type) {
+    int ni, na, nd, combiner;
+    PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner);
+    return combiner == MPI_COMBINER_NAMED;
+}
+
+#define WEFT_PAIR(mpi_type, c_type)                                                \
+    if (type == mpi_type) {                                                        \
+        struct pair { c_type value; int index; };                                   \
+        emit(p, WEFT_OP_NAMED); emit(p, sizeof(c_type)); emit(p, sizeof(c_type));  \
+        emit(p, WEFT_OP_NAMED); emit(p, sizeof(int)); emit(p, sizeof(int));        \
+        emit(p, WEFT_OP_STRUCT); emit(p, 2); emit(p, 1); emit(p, 1);               \
+        emit(p, offsetof(struct pair, value)); emit(p, offsetof(struct pair, index)); \
+        emit(p, WEFT_OP_RESIZED); emit(p, 0); emit(p, sizeof(struct pair));        \
+        return MPI_SUCCESS;                                                        \
+    }
+
+/* A named type: its bytes, or for the pair types their two fields. */
+static int emit_named(weft_program *p, MPI_Datatype type) {
+    WEFT_PAIR(MPI_FLOAT_INT, float)
+    WEFT_PAIR(MPI_DOUBLE_INT, double)
+    WEFT_PAIR(MPI_LONG_INT, long)
+    WEFT_PAIR(MPI_SHORT_INT, short)
+    WEFT_PAIR(MPI_LONG_DOUBLE_INT, long double)
+    int size;
+    MPI_Aint lb, extent;
+    PMPI_Type_size(type, &size);
+    PMPI_Type_get_extent(type, &lb, &extent);
+    if (lb != 0) return MPI_ERR_TYPE;
+    emit(p, WEFT_OP_NAMED); emit(p, size); emit(p, extent);
+    return MPI_SUCCESS;
+}
+
+static int emit_type(weft_program *p, MPI_Datatype type, int depth);
+
+static int emit_op(weft_program *p, int combiner, const int *i, const MPI_Aint *a) {
+    int n;
+    switch (combiner) {
+    case MPI_COMBINER_DUP: return MPI_SUCCESS;
+    case MPI_COMBINER_CONTIGUOUS: emit(p, WEFT_OP_CONTIG); emit(p, i[0]); return MPI_SUCCESS;
+    case MPI_COMBINER_VECTOR:
+        emit(p, WEFT_OP_VECTOR); emit(p, i[0]); emit(p, i[1]); emit(p, i[2]); return MPI_SUCCESS;
+    case MPI_COMBINER_HVECTOR:
+        emit(p, WEFT_OP_HVECTOR); emit(p, i[0]); emit(p, i[1]); emit(p, a[0]); return MPI_SUCCESS;
+    case MPI_COMBINER_INDEXED:
+        n = i[0]; emit(p, WEFT_OP_INDEXED); emit(p, n);
+        for (int k = 0; k < 2 * n; k++) emit(p, i[1 + k]);
+        return MPI_SUCCESS;
+    case MPI_COMBINER_HINDEXED:
+        n = i[0]; emit(p, WEFT_OP_HINDEXED); emit(p, n);
+        for (int k = 0; k < n; k++) emit(p, i[1 + k]);
+        for (int k = 0; k < n; k++) emit(p, a[k]);
+        return MPI_SUCCESS;
+    case MPI_COMBINER_INDEXED_BLOCK:
+        n = i[0]; emit(p, WEFT_OP_INDEXED_BLOCK); emit(p, n); emit(p, i[1]);
+        for (int k = 0; k < n; k++) emit(p, i[2 + k]);
+        return MPI_SUCCESS;
+    case MPI_COMBINER_HINDEXED_BLOCK:
+        n = i[0]; emit(p, WEFT_OP_HINDEXED_BLOCK); emit(p, n); emit(p, i[1]);
+        for (int k = 0; k < n; k++) emit(p, a[k]);
+        return MPI_SUCCESS;
+    case MPI_COMBINER_STRUCT:
+        n = i[0]; emit(p, WEFT_OP_STRUCT); emit(p, n);
+        for (int k = 0; k < n; k++) emit(p, i[1 + k]);
+        for (int k = 0; k < n; k++) emit(p, a[k]);
+        return MPI_SUCCESS;
+    case MPI_COMBINER_RESIZED: emit(p, WEFT_OP_RESIZED); emit(p, a[0]); emit(p, a[1]); return MPI_SUCCESS;
+    case MPI_COMBINER_SUBARRAY:
+        n = i[0]; emit(p, WEFT_OP_SUBARRAY); emit(p, n);
+        for (int k = 0; k < 3 * n; k++) emit(p, i[1 + k]);
+        emit(p, i[1 + 3 * n] == MPI_ORDER_FORTRAN ? 1 : 0);
+        return MPI_SUCCESS;
+    case MPI_COMBINER_DARRAY:
+        n = i[2]; emit(p, WEFT_OP_DARRAY); emit(p, i[0]); emit(p, i[1]); emit(p, n);
+        for (int k = 0; k < n; k++) emit(p, i[3 + k]);
+        for (int k = 0; k < n; k++) {
+            int d = i[3 + n + k];
+            emit(p, d == MPI_DISTRIBUTE_BLOCK ? 0 : d == MPI_DISTRIBUTE_CYCLIC ? 1 : d == MPI_DISTRIBUTE_NONE ? 2 : 3);
+        }
+        for (int k = 0; k < n; k++) emit(p, i[3 + 2 * n + k] == MPI_DISTRIBUTE_DFLT_DARG ? -1 : i[3 + 2 * n + k]);
+        for (int k = 0; k < n; k++) emit(p, i[3 + 3 * n + k]);
+        emit(p, i[3 + 4 * n] == MPI_ORDER_FORTRAN ? 1 : 0);
+        return MPI_SUCCESS;
+    default: return MPI_ERR_TYPE;
+    }
+}
+
+/* Postfix program of `type`: children first, then the constructor. */
+static int emit_type(weft_program *p, MPI_Datatype type, int depth) {
+    int ni, na, nd, combiner;
+    if (depth > WEFT_TYPE_DEPTH_MAX) return MPI_ERR_TYPE;
+    PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner);
+    if (combiner == MPI_COMBINER_NAMED) return emit_named(p, type);
+    if (combiner == MPI_COMBINER_F90_REAL || combiner == MPI_COMBINER_F90_COMPLEX || combiner == MPI_COMBINER_F90_INTEGER)
+        return emit_named(p, type);
+    int *ints = malloc((ni + 1) * sizeof *ints);
+    MPI_Aint *aints = malloc((na + 1) * sizeof *aints);
+    MPI_Datatype *types = malloc((nd + 1) * sizeof *types);
+    int rc = ints && aints && types ? MPI_SUCCESS : MPI_ERR_INTERN;
+    if (rc == MPI_SUCCESS) rc = PMPI_Type_get_contents(type, ni, na, nd, ints, aints, types);
+    for (int k = 0; rc == MPI_SUCCESS && k < nd; k++) rc = emit_type(p, types[k], depth + 1);
+    if (rc == MPI_SUCCESS) rc = emit_op(p, combiner, ints, aints);
+    if (rc == MPI_SUCCESS && combiner != MPI_COMBINER_DUP && combiner != MPI_COMBINER_RESIZED) {
+        /* MPI pads extents to the alignment of the most aligned member
+         * (implementation-defined: MPICH for structs, OpenMPI also for
+         * hindexed types, as the MPI_Pack comparison showed), so the
+         * bounds of every constructed type are taken from MPI itself. */
+        MPI_Aint lb, extent;
+        PMPI_Type_get_extent(type, &lb, &extent);
+        emit(p, WEFT_OP_RESIZED); emit(p, lb); emit(p, extent);
+    }
+    for (int k = 0; types && k < nd; k++)
+        if (!is_named(types[k])) PMPI_Type_free(&types[k]);
+    free(ints); free(aints); free(types);
+    return rc != MPI_SUCCESS ? rc : p->error;
+}
+
+static int weft_keyval = MPI_KEYVAL_INVALID;
+static struct { MPI_Datatype type; uint64_t id; } weft_named[WEFT_NAMED_CACHE_MAX];
+static int weft_named_len = 0;
+
+static int weft_type_delete(MPI_Datatype type, int keyval, void *value, void *extra) {
+    (void)type; (void)keyval; (void)extra;
+    weft_mpiio_type_free((uint64_t)(uintptr_t)value);
+    return MPI_SUCCESS;
+}
+
+static int weft_type_compile(MPI_Datatype type, uint64_t *id) {
+    weft_program program = {0};
+    int rc = emit_type(&program, type, 0);
+    if (rc == MPI_SUCCESS) rc = weft_mpi_class(weft_mpiio_type_build(program.words, program.len, id));
+    free(program.words);
+    return rc;
+}
+
+/* The dataloop id of `type`: cached on derived types as an attribute
+ * (freed with the type), and in a small table for named types. */
+int weft_type_id(MPI_Datatype type, uint64_t *id) {
+    if (type == MPI_DATATYPE_NULL) return MPI_ERR_TYPE;
+    int rc;
+    if (is_named(type)) {
+        pthread_mutex_lock(&weft_lock);
+        for (int k = 0; k < weft_named_len; k++)
+            if (weft_named[k].type == type) { *id = weft_named[k].id; pthread_mutex_unlock(&weft_lock); return MPI_SUCCESS; }
+        pthread_mutex_unlock(&weft_lock);
+        rc = weft_type_compile(type, id);
+        pthread_mutex_lock(&weft_lock);
+        if (rc == MPI_SUCCESS && weft_named_len < WEFT_NAMED_CACHE_MAX) {
+            weft_named[weft_named_len].type = type;
+            weft_named[weft_named_len].id = *id;
+            weft_named_len++;
+        }
+        pthread_mutex_unlock(&weft_lock);
+        return rc;
+    }
+    pthread_mutex_lock(&weft_lock);
+    if (weft_keyval == MPI_KEYVAL_INVALID)
+        PMPI_Type_create_keyval(MPI_TYPE_NULL_COPY_FN, weft_type_delete, &weft_keyval, NULL);
+    pthread_mutex_unlock(&weft_lock);
+    void *value = NULL;
+    int found = 0;
+    PMPI_Type_get_attr(type, weft_keyval, &value, &found);
+    if (found) { *id = (uint64_t)(uintptr_t)value; return MPI_SUCCESS; }
+    rc = weft_type_compile(type, id);
+    if (rc == MPI_SUCCESS) PMPI_Type_set_attr(type, weft_keyval, (void *)(uintptr_t)*id);
+    return rc;
+}
+
+/* Test hook: Weft's flattening of `count` instances of `type`. */
+int weft_mpiio_flatten_type(MPI_Datatype type, int count, int64_t *pairs, int pairs_cap, int *pairs_len) {
+    uint64_t id;
+    size_t len = 0;
+    int rc = weft_type_id(type, &id);
+    if (rc != MPI_SUCCESS) return rc;
+    rc = weft_mpi_class(weft_mpiio_flatten(id, count, pairs, (size_t)pairs_cap, &len));
+    *pairs_len = (int)len;
+    return rc;
+}
+
+/* Test hook: a Rust panic inside the boundary, as an MPI error code. */
+int weft_mpiio_panic_class(void) { return weft_mpi_class(weft_mpiio_panic_for_test()); }
+
+/* ---------- open, delete, close ---------- */
+
+static uint32_t weft_amode_bits(int amode) {
+    uint32_t bits = 0;
+    if (amode & MPI_MODE_CREATE) bits |= WEFT_MODE_CREATE;
+    if (amode & MPI_MODE_EXCL) bits |= WEFT_MODE_EXCL;
+    if (amode & MPI_MODE_RDONLY) bits |= WEFT_MODE_RDONLY;
+    if (amode & MPI_MODE_WRONLY) bits |= WEFT_MODE_WRONLY;
+    if (amode & MPI_MODE_RDWR) bits |= WEFT_MODE_RDWR;
+    if (amode & MPI_MODE_DELETE_ON_CLOSE) bits |= WEFT_MODE_DELETE_ON_CLOSE;
+    if (amode & MPI_MODE_APPEND) bits |= WEFT_MODE_APPEND;
+    if (amode & MPI_MODE_UNIQUE_OPEN) bits |= WEFT_MODE_UNIQUE_OPEN;
+    if (amode & MPI_MODE_SEQUENTIAL) bits |= WEFT_MODE_SEQUENTIAL;
+    return bits;
+}
+
+static int64_t weft_info_int(MPI_Info info, const char *key) {
+    char value[64];
+    int flag = 0;
+    if (info == MPI_INFO_NULL) return 0;
+    PMPI_Info_get(info, key, (int)sizeof value - 1, value, &flag);
+    return flag ? atoll(value) : 0;
+}
+
+static int weft_is_path(const char *path) { return path && strncmp(path, WEFT_PREFIX, strlen(WEFT_PREFIX)) == 0; }
+
+int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh) {
+    if (!weft_is_path(filename)) return PMPI_File_open(comm, filename, amode, info, fh);
+    const char *path = filename + strlen(WEFT_PREFIX);
+    uint32_t bits = weft_amode_bits(amode);
+    int rank;
+    PMPI_Comm_rank(comm, &rank);
+    /* header[0]: MPI error class, header[1]: blob length */
+    long long header[2] = {MPI_SUCCESS, 0};
+    uint8_t *blob = malloc(WEFT_BLOB_BYTES_MAX);
+    if (!blob) return weft_raise_null(MPI_ERR_INTERN);
+    if (rank == 0) {
+        size_t len = 0;
+        int64_t strip = weft_info_int(info, "striping_unit"), count = weft_info_int(info, "striping_factor");
+        header[0] = weft_mpi_class(weft_mpiio_lookup(path, bits, strip, count, blob, WEFT_BLOB_BYTES_MAX, &len));
+        header[1] = (long long)len;
+    }
+    PMPI_Bcast(header, 2, MPI_LONG_LONG, 0, comm);
+    if (header[0] != MPI_SUCCESS) { free(blob); *fh = MPI_FILE_NULL; return weft_raise_null((int)header[0]); }
+    PMPI_Bcast(blob, (int)header[1], MPI_BYTE, 0, comm);
+    weft_file *file = calloc(1, sizeof *file);
+    int rc = file ? weft_mpi_class(weft_mpiio_attach(path, blob, (size_t)header[1], bits, &file->id)) : MPI_ERR_INTERN;
+    free(blob);
+    if (rc != MPI_SUCCESS) { free(file); *fh = MPI_FILE_NULL; return weft_raise_null(rc); }
+    PMPI_Comm_dup(comm, &file->comm);
+    file->rank = rank;
+    file->amode = amode;
+    file->etype = MPI_BYTE;
+    file->filetype = MPI_BYTE;
+    file->info = MPI_INFO_NULL;
+    if (info != MPI_INFO_NULL) PMPI_Info_dup(info, &file->info);
+    PMPI_File_get_errhandler(MPI_FILE_NULL, &file->errhandler);
+    file->owns_errhandler = 1;
+    weft_link(file);
+    *fh = (MPI_File)file;
+    return MPI_SUCCESS;
+}
+
+int MPI_File_delete(const char *filename, MPI_Info info) {
+    if (!weft_is_path(filename)) return PMPI_File_delete(filename, info);
+    return weft_raise_null(weft_mpi_class(weft_mpiio_unlink(filename + strlen(WEFT_PREFIX))));
+}
+
+static void weft_free_view_types(weft_file *file) {
+    if (!is_named(file->etype)) PMPI_Type_free(&file->etype);
+    if (!is_named(file->filetype)) PMPI_Type_free(&file->filetype);
+}
+
+int weft_impl_MPI_File_close(MPI_File *fh) {
+    weft_file *file = (weft_file *)*fh;
+    PMPI_Barrier(file->comm);
+    int rc = weft_mpi_class(weft_mpiio_detach(file->id, file->rank == 0));
+    PMPI_Barrier(file->comm);
+    weft_unlink_handle(file);
+    weft_free_view_types(file);
+    if (file->info != MPI_INFO_NULL) PMPI_Info_free(&file->info);
+    if (file->owns_errhandler) PMPI_Errhandler_free(&file->errhandler);
+    PMPI_Comm_free(&file->comm);
+    *fh = MPI_FILE_NULL;
+    if (rc != MPI_SUCCESS) {
+        /* The handle is gone; report through the MPI_FILE_NULL handler. */
+        free(file);
+        return weft_raise_null(rc);
+    }
+    free(file);
+    return MPI_SUCCESS;
+}
+
+MPI_Fint MPI_File_c2f(MPI_File fh) {
+    /* Fortran handles of Weft files are not supported yet. */
+    if (weft_find(fh)) return 0;
+    return PMPI_File_c2f(fh);
+}
+
+MPI_File MPI_File_f2c(MPI_Fint fh) { return PMPI_File_f2c(fh); }
+
+/* ---------- size, mode, info, errhandlers ---------- */
+
+int weft_impl_MPI_File_get_size(MPI_File fh, MPI_Offset *size) {
+    weft_file *file = (weft_file *)fh;
+    int64_t bytes = 0;
+    int rc = weft_mpi_class(weft_mpiio_get_size(file->id, &bytes));
+    if (rc == MPI_SUCCESS) *size = (MPI_Offset)bytes;
+    return weft_raise(file, rc);
+}
+
+int weft_impl_MPI_File_set_size(MPI_File fh, MPI_Offset size) {
+    weft_file *file = (weft_file *)fh;
+    int rc = MPI_SUCCESS;
+    PMPI_Barrier(file->comm);
+    if (file->rank == 0) rc = weft_mpi_class(weft_mpiio_set_size(file->id, (int64_t)size));
+    PMPI_Bcast(&rc, 1, MPI_INT, 0, file->comm);
+    return weft_raise(file, rc);
+}
+
+int weft_impl_MPI_File_preallocate(MPI_File fh, MPI_Offset size) {
+    weft_file *file = (weft_file *)fh;
+    int64_t current = 0;
+    int rc = MPI_SUCCESS;
+    PMPI_Barrier(file->comm);
+    if (file->rank == 0) {
+        rc = weft_mpi_class(weft_mpiio_get_size(file->id, &current));
+        if (rc == MPI_SUCCESS && current < size) rc = weft_mpi_class(weft_mpiio_set_size(file->id, (int64_t)size));
+    }
+    PMPI_Bcast(&rc, 1, MPI_INT, 0, file->comm);
+    return weft_raise(file, rc);
+}
+
+int weft_impl_MPI_File_get_amode(MPI_File fh, int *amode) {
+    *amode = ((weft_file *)fh)->amode;
+    return MPI_SUCCESS;
+}
+
+int weft_impl_MPI_File_get_group(MPI_File fh, MPI_Group *group) {
+    return PMPI_Comm_group(((weft_file *)fh)->comm, group);
+}
+
+int weft_impl_MPI_File_set_info(MPI_File fh, MPI_Info info) {
+    weft_file *file = (weft_file *)fh;
+    if (file->info != MPI_INFO_NULL) PMPI_Info_free(&file->info);
+    file->info = MPI_INFO_NULL;
+    if (info != MPI_INFO_NULL) PMPI_Info_dup(info, &file->info);
+    return MPI_SUCCESS;
+}
+
+int weft_impl_MPI_File_get_info(MPI_File fh, MPI_Info *info) {
+    weft_file *file = (weft_file *)fh;
+    if (file->info != MPI_INFO_NULL) return PMPI_Info_dup(file->info, info);
+    return PMPI_Info_create(info);
+}
+
+int weft_impl_MPI_File_set_errhandler(MPI_File fh, MPI_Errhandler errhandler) {
+    weft_file *file = (weft_file *)fh;
+    /* The default came from MPI_File_get_errhandler and is ours to free;
+     * a handler the application sets is compared by value only. */
+    if (file->owns_errhandler) PMPI_Errhandler_free(&file->errhandler);
+    file->owns_errhandler = 0;
+    file->errhandler = errhandler;
+    return MPI_SUCCESS;
+}
+
+int weft_impl_MPI_File_get_errhandler(MPI_File fh, MPI_Errhandler *errhandler) {
+    *errhandler = ((weft_file *)fh)->errhandler;
+    return MPI_SUCCESS;
+}
+
+int weft_impl_MPI_File_call_errhandler(MPI_File fh, int errorcode) {
+    weft_raise((weft_file *)fh, errorcode);
+    return MPI_SUCCESS;
+}
+
+int weft_impl_MPI_File_get_atomicity(MPI_File fh, int *flag) {
+    (void)fh;
+    *flag = 0;
+    return MPI_SUCCESS;
+}
+
+int weft_impl_MPI_File_set_atomicity(MPI_File fh, int flag) {
+    /* Atomic mode is not implemented yet: only the default is accepted. */
+    if (flag) return weft_raise((weft_file *)fh, MPI_ERR_UNSUPPORTED_OPERATION);
+    return MPI_SUCCESS;
+}
+
+int weft_impl_MPI_File_sync(MPI_File fh) {
+    weft_file *file = (weft_file *)fh;
+    int rc = weft_mpi_class(weft_mpiio_sync(file->id));
+    PMPI_Barrier(file->comm);
+    return weft_raise(file, rc);
+}
+
+int weft_impl_MPI_File_get_type_extent(MPI_File fh, MPI_Datatype datatype, MPI_Aint *extent) {
+    MPI_Aint lb;
+    (void)fh;
+    return PMPI_Type_get_extent(datatype, &lb, extent);
+}
+
+/* ---------- views and pointers ---------- */
+
+static MPI_Datatype weft_type_copy(MPI_Datatype type) {
+    MPI_Datatype copy = type;
+    if (!is_named(type)) PMPI_Type_dup(type, &copy);
+    return copy;
+}
+
+int weft_impl_MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype,
+                                const char *datarep, MPI_Info info) {
+    weft_file *file = (weft_file *)fh;
+    (void)info;
+    uint64_t etype_id = 0, filetype_id = 0;
+    int rc = MPI_SUCCESS;
+    if (!datarep || strcmp(datarep, "native") != 0) rc = MPI_ERR_UNSUPPORTED_DATAREP;
+    if (rc == MPI_SUCCESS) rc = weft_type_id(etype, &etype_id);
+    if (rc == MPI_SUCCESS) rc = weft_type_id(filetype, &filetype_id);
+    if (rc == MPI_SUCCESS) rc = weft_mpi_class(weft_mpiio_set_view(file->id, (int64_t)disp, etype_id, filetype_id));
+    if (rc == MPI_SUCCESS) {
+        weft_free_view_types(file);
+        file->etype = weft_type_copy(etype);
+        file->filetype = weft_type_copy(filetype);
+        file->disp = disp;
+    }
+    PMPI_Barrier(file->comm);
+    return weft_raise(file, rc);
+}
+
+int weft_impl_MPI_File_get_view(MPI_File fh, MPI_Offset *disp, MPI_Datatype *etype, MPI_Datatype *filetype, char *datarep) {
+    weft_file *file = (weft_file *)fh;
+    *disp = file->disp;
+    *etype = weft_type_copy(file->etype);
+    *filetype = weft_type_copy(file->filetype);
+    strcpy(datarep, "native");
+    return MPI_SUCCESS;
+}
+
+int weft_impl_MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence) {
+    weft_file *file = (weft_file *)fh;
+    int w = whence == MPI_SEEK_SET ? 0 : whence == MPI_SEEK_CUR ? 1 : whence == MPI_SEEK_END ? 2 : -1;
+    return weft_raise(file, weft_mpi_class(weft_mpiio_seek(file->id, (int64_t)offset, w)));
+}
+
+int weft_impl_MPI_File_get_position(MPI_File fh, MPI_Offset *offset) {
+    weft_file *file = (weft_file *)fh;
+    int64_t position = 0;
+    int rc = weft_mpi_class(weft_mpiio_get_position(file->id, &position));
+    *offset = (MPI_Offset)position;
+    return weft_raise(file, rc);
+}
+
+int weft_impl_MPI_File_get_byte_offset(MPI_File fh, MPI_Offset offset, MPI_Offset *disp) {
+    weft_file *file = (weft_file *)fh;
+    int64_t byte = 0;
+    int rc = weft_mpi_class(weft_mpiio_byte_offset(file->id, (int64_t)offset, &byte));
+    *disp = (MPI_Offset)byte;
+    return weft_raise(file, rc);
+}
+
+/* ---------- data ---------- */
+
+static int weft_transfer(MPI_File fh, int write, int explicit_offset, MPI_Offset offset, const void *buf,
+                         long long count, MPI_Datatype datatype, MPI_Status *status, int collective) {
+    weft_file *file = (weft_file *)fh;
+    uint64_t type_id = 0;
+    int64_t bytes = 0;
+    int rc = count < 0 ? MPI_ERR_COUNT : weft_type_id(datatype, &type_id);
+    if (rc == MPI_SUCCESS)
+        rc = weft_mpi_class(weft_mpiio_io(file->id, write, explicit_offset, (int64_t)offset, (void *)buf,
+                                          (int64_t)count, type_id, &bytes));
+    /* weft_coll_method=datatype: each rank's own datatype request, then
+     * the synchronization a collective implies. */
+    if (collective) PMPI_Barrier(file->comm);
+    if (status != MPI_STATUS_IGNORE) {
+        PMPI_Status_set_elements_x(status, MPI_BYTE, rc == MPI_SUCCESS ? (MPI_Count)bytes : 0);
+        PMPI_Status_set_cancelled(status, 0);
+    }
+    return weft_raise(file, rc);
+}
+
+int weft_impl_MPI_File_read(MPI_File fh, void *buf, long long count, MPI_Datatype datatype, MPI_Status *status) {
+    return weft_transfer(fh, 0, 0, 0, buf, count, datatype, status, 0);
+}
+int weft_impl_MPI_File_write(MPI_File fh, const void *buf, long long count, MPI_Datatype datatype, MPI_Status *status) {
+    return weft_transfer(fh, 1, 0, 0, buf, count, datatype, status, 0);
+}
+int weft_impl_MPI_File_read_at(MPI_File fh, MPI_Offset offset, void *buf, long long count, MPI_Datatype datatype, MPI_Status *status) {
+    return weft_transfer(fh, 0, 1, offset, buf, count, datatype, status, 0);
+}
+int weft_impl_MPI_File_write_at(MPI_File fh, MPI_Offset offset, const void *buf, long long count, MPI_Datatype datatype, MPI_Status *status) {
+    return weft_transfer(fh, 1, 1, offset, buf, count, datatype, status, 0);
+}
+int weft_impl_MPI_File_read_all(MPI_File fh, void *buf, long long count, MPI_Datatype datatype, MPI_Status *status) {
+    return weft_transfer(fh, 0, 0, 0, buf, count, datatype, status, 1);
+}
+int weft_impl_MPI_File_write_all(MPI_File fh, const void *buf, long long count, MPI_Datatype datatype, MPI_Status *status) {
+    return weft_transfer(fh, 1, 0, 0, buf, count, datatype, status, 1);
+}
+int weft_impl_MPI_File_read_at_all(MPI_File fh, MPI_Offset offset, void *buf, long long count, MPI_Datatype datatype, MPI_Status *status) {
+    return weft_transfer(fh, 0, 1, offset, buf, count, datatype, status, 1);
+}
+int weft_impl_MPI_File_write_at_all(MPI_File fh, MPI_Offset offset, const void *buf, long long count, MPI_Datatype datatype, MPI_Status *status) {
+    return weft_transfer(fh, 1, 1, offset, buf, count, datatype, status, 1);
+}

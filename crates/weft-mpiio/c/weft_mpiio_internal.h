@@ -1,0 +1,25 @@
+/* Shared between weft_mpiio.c and the generated wrappers of one flavour. */
+#ifndef WEFT_MPIIO_INTERNAL_H
+#define WEFT_MPIIO_INTERNAL_H
+#include <mpi.h>
+#include <stdint.h>
+
+/* A Weft file; an MPI_File of a Weft file is a pointer to one of these. */
+typedef struct weft_file {
+    uint64_t id;            /* Rust file id */
+    MPI_Comm comm;          /* dup of the opening communicator */
+    int rank;
+    int amode;
+    MPI_Offset disp;        /* view displacement */
+    MPI_Datatype etype, filetype; /* view types (dups of derived types) */
+    MPI_Info info;
+    MPI_Errhandler errhandler;
+    int owns_errhandler;    /* errhandler came from MPI_File_get_errhandler */
+    struct weft_file *next;
+} weft_file;
+
+weft_file *weft_find(MPI_File handle);
+int weft_raise(weft_file *file, int code);
+int weft_unsupported(weft_file *file, const char *name);
+int weft_type_id(MPI_Datatype type, uint64_t *id);
+#endif

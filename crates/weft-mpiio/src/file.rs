@@ -1,0 +1,440 @@
+//! Open Weft files: the view, the individual file pointer, and data moved
+//! through the client's datatype I/O.
+//!
+//! Open is split so the C layer can make it collective: one rank calls
+//! [`lookup`] (create or open, checking the access mode) and broadcasts the
+//! resulting blob *or the error*; every rank then calls [`attach`]. Files
+//! are kept by numeric id; the C handle holds the id.
+//!
+//! Reads past end of file: the status counts only the bytes before end of
+//! file; the rest of the user buffer is filled with zeros.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use weft_client::{CreateOptions, File, FileAccess, IoMethod, MemoryLayout};
+use weft_dataloop::{BatchLimits, Cursor, Dataloop, Region};
+use weft_proto::message::FileLayout;
+use weft_proto::Handle;
+
+use crate::error::{MpiClass, MpiResult};
+use crate::runtime::client;
+
+/// Access-mode bits of the C ABI (the C layer maps `MPI_MODE_*` to these).
+pub mod amode {
+    /// `MPI_MODE_CREATE`.
+    pub const CREATE: u32 = 1;
+    /// `MPI_MODE_EXCL`.
+    pub const EXCL: u32 = 2;
+    /// `MPI_MODE_RDONLY`.
+    pub const RDONLY: u32 = 4;
+    /// `MPI_MODE_WRONLY`.
+    pub const WRONLY: u32 = 8;
+    /// `MPI_MODE_RDWR`.
+    pub const RDWR: u32 = 16;
+    /// `MPI_MODE_DELETE_ON_CLOSE`.
+    pub const DELETE_ON_CLOSE: u32 = 32;
+    /// `MPI_MODE_APPEND`.
+    pub const APPEND: u32 = 64;
+    /// `MPI_MODE_UNIQUE_OPEN` (accepted, no effect).
+    pub const UNIQUE_OPEN: u32 = 128;
+    /// `MPI_MODE_SEQUENTIAL`.
+    pub const SEQUENTIAL: u32 = 256;
+}
+
+/// Regions walked per batch when a view must be scanned.
+const SCAN_REGIONS_PER_BATCH: usize = 4096;
+
+/// A file view: `file_type` tiled from `displacement`, counted in etypes.
+#[derive(Clone, Debug)]
+pub struct View {
+    /// Byte offset of the first tile.
+    pub displacement: i64,
+    /// Bytes per etype.
+    pub etype_bytes: u64,
+    /// The file type.
+    pub file_type: Arc<Dataloop>,
+}
+
+impl View {
+    fn is_contiguous(&self) -> bool {
+        let t = &self.file_type;
+        t.root().is_contiguous() && t.true_lb() == 0 && t.extent() == t.size() as i64
+    }
+}
+
+/// One open file of this process.
+#[derive(Clone, Debug)]
+pub struct OpenFile {
+    /// The Weft file.
+    pub file: File,
+    /// Path inside Weft (for delete-on-close).
+    pub path: String,
+    /// Access-mode bits ([`amode`]).
+    pub amode: u32,
+    /// The current view.
+    pub view: View,
+    /// Individual file pointer, in etypes of the view.
+    pub position_etypes: i64,
+}
+
+static FILES: Mutex<Option<(u64, HashMap<u64, OpenFile>)>> = Mutex::new(None);
+
+fn with_files<T>(body: impl FnOnce(&mut u64, &mut HashMap<u64, OpenFile>) -> MpiResult<T>) -> MpiResult<T> {
+    let mut guard = FILES.lock().map_err(|_| MpiClass::Intern)?;
+    let (next_id, files) = guard.get_or_insert_with(|| (1, HashMap::new()));
+    body(next_id, files)
+}
+
+/// A copy of an open file's state.
+pub fn snapshot(id: u64) -> MpiResult<OpenFile> {
+    with_files(|_, files| files.get(&id).cloned().ok_or(MpiClass::BadFile))
+}
+
+fn update(id: u64, body: impl FnOnce(&mut OpenFile) -> MpiResult<()>) -> MpiResult<()> {
+    with_files(|_, files| body(files.get_mut(&id).ok_or(MpiClass::BadFile)?))
+}
+
+/// Checks an access mode as MPI-3.1 §13.2.1 requires.
+pub fn check_amode(bits: u32) -> MpiResult<()> {
+    let kinds = [amode::RDONLY, amode::WRONLY, amode::RDWR].iter().filter(|k| bits & **k != 0).count();
+    let read_only_creates = bits & amode::RDONLY != 0 && bits & (amode::CREATE | amode::EXCL) != 0;
+    let sequential_rdwr = bits & amode::RDWR != 0 && bits & amode::SEQUENTIAL != 0;
+    if kinds != 1 || read_only_creates || sequential_rdwr {
+        return Err(MpiClass::Amode);
+    }
+    Ok(())
+}
+
+/// What the opening rank broadcasts.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct OpenBlob {
+    handle: Handle,
+    layout: FileLayout,
+    size_bytes: u64,
+}
+
+/// Creates or opens `path` (the opening rank only); returns the blob to broadcast.
+pub fn lookup(path: &str, bits: u32, strip_bytes: Option<u64>, stripe_count: Option<u32>) -> MpiResult<Vec<u8>> {
+    check_amode(bits)?;
+    let client = client()?;
+    let file = if bits & amode::CREATE != 0 {
+        let exclusive = bits & amode::EXCL != 0;
+        let options = CreateOptions { mode: None, strip_bytes, stripe_count, exclusive };
+        client.create(path, options)?
+    } else {
+        let mut wanted = 0;
+        if bits & (amode::RDONLY | amode::RDWR) != 0 {
+            wanted |= weft_client::access::READ;
+        }
+        if bits & (amode::WRONLY | amode::RDWR) != 0 {
+            wanted |= weft_client::access::WRITE;
+        }
+        client.open(path, wanted)?
+    };
+    let size_bytes = if bits & amode::APPEND != 0 { client.file_size(&file)? } else { 0 };
+    let blob = OpenBlob { handle: file.handle, layout: file.layout, size_bytes };
+    postcard::to_allocvec(&blob).map_err(|_| MpiClass::Intern)
+}
+
+/// Registers an opened file on this rank from the broadcast blob.
+pub fn attach(path: &str, blob: &[u8], bits: u32) -> MpiResult<u64> {
+    let blob: OpenBlob = postcard::from_bytes(blob).map_err(|_| MpiClass::Intern)?;
+    let view = View { displacement: 0, etype_bytes: 1, file_type: Arc::new(Dataloop::bytes(1).map_err(|_| MpiClass::Intern)?) };
+    let position_etypes = i64::try_from(blob.size_bytes).map_err(|_| MpiClass::Io)?;
+    let file = File { handle: blob.handle, layout: blob.layout };
+    let open = OpenFile { file, path: path.to_string(), amode: bits, view, position_etypes };
+    with_files(|next_id, files| {
+        let id = *next_id;
+        *next_id += 1;
+        files.insert(id, open);
+        Ok(id)
+    })
+}
+
+/// Forgets a file; `remove` unlinks it (delete-on-close, opening rank only).
+pub fn detach(id: u64, remove: bool) -> MpiResult<()> {
+    let open = with_files(|_, files| files.remove(&id).ok_or(MpiClass::BadFile))?;
+    if remove && open.amode & amode::DELETE_ON_CLOSE != 0 {
+        client()?.unlink(&open.path)?;
+    }
+    Ok(())
+}
+
+/// Removes a file by path (`MPI_File_delete`).
+pub fn unlink(path: &str) -> MpiResult<()> {
+    Ok(client()?.unlink(path)?)
+}
+
+/// File size in bytes.
+pub fn size(id: u64) -> MpiResult<u64> {
+    let open = snapshot(id)?;
+    Ok(client()?.file_size(&open.file)?)
+}
+
+/// Sets the file size (one rank calls this; the C layer synchronizes).
+pub fn set_size(id: u64, size_bytes: u64) -> MpiResult<()> {
+    let open = snapshot(id)?;
+    if open.amode & amode::RDONLY != 0 {
+        return Err(MpiClass::ReadOnly);
+    }
+    Ok(client()?.truncate_file(&open.file, size_bytes)?)
+}
+
+/// Makes written data durable.
+pub fn sync(id: u64) -> MpiResult<()> {
+    let open = snapshot(id)?;
+    Ok(client()?.fsync(&open.file)?)
+}
+
+/// Sets the view and resets the individual file pointer.
+pub fn set_view(id: u64, displacement: i64, etype_bytes: u64, file_type: Arc<Dataloop>) -> MpiResult<()> {
+    if displacement < 0 || etype_bytes == 0 || !whole_multiple(file_type.size(), etype_bytes) || file_type.extent() <= 0 {
+        return Err(MpiClass::Arg);
+    }
+    update(id, |open| {
+        open.view = View { displacement, etype_bytes, file_type };
+        open.position_etypes = 0;
+        Ok(())
+    })
+}
+
+/// The individual file pointer, in etypes.
+pub fn position(id: u64) -> MpiResult<i64> {
+    Ok(snapshot(id)?.position_etypes)
+}
+
+/// Where a seek lands (`whence`: 0 set, 1 current, 2 end).
+pub fn seek(id: u64, offset: i64, whence: i32) -> MpiResult<()> {
+    let open = snapshot(id)?;
+    let base = match whence {
+        0 => 0,
+        1 => open.position_etypes,
+        2 => eof_etypes(&open)?,
+        _ => return Err(MpiClass::Arg),
+    };
+    let target = base.checked_add(offset).filter(|t| *t >= 0).ok_or(MpiClass::Arg)?;
+    update(id, |open| {
+        open.position_etypes = target;
+        Ok(())
+    })
+}
+
+/// The absolute byte offset of view position `offset_etypes`.
+pub fn byte_offset(id: u64, offset_etypes: i64) -> MpiResult<i64> {
+    let open = snapshot(id)?;
+    let view_offset = view_bytes(&open.view, offset_etypes)?;
+    let view = &open.view;
+    if view.is_contiguous() {
+        return view.displacement.checked_add(view_offset as i64).ok_or(MpiClass::Arg);
+    }
+    let tiles = view_offset / view.file_type.size() + 1;
+    let mut cursor = Cursor::new(&view.file_type, tiles, view.displacement).map_err(|_| MpiClass::Arg)?;
+    cursor.seek(view_offset).map_err(|_| MpiClass::Arg)?;
+    let mut out = Vec::new();
+    cursor.next_batch(BatchLimits::regions(1), &mut out);
+    let first = out.first().ok_or(MpiClass::Arg)?;
+    i64::try_from(first.offset).map_err(|_| MpiClass::Arg)
+}
+
+/// `value % divisor == 0` (`u64::is_multiple_of` needs Rust 1.87; MSRV is 1.80).
+#[allow(clippy::manual_is_multiple_of)]
+fn whole_multiple(value: u64, divisor: u64) -> bool {
+    value % divisor == 0
+}
+
+fn view_bytes(view: &View, offset_etypes: i64) -> MpiResult<u64> {
+    let offset = u64::try_from(offset_etypes).map_err(|_| MpiClass::Arg)?;
+    offset.checked_mul(view.etype_bytes).ok_or(MpiClass::Arg)
+}
+
+/// End of file as a view position in etypes (rounded up).
+fn eof_etypes(open: &OpenFile) -> MpiResult<i64> {
+    let size_bytes = client()?.file_size(&open.file)?;
+    let view = &open.view;
+    let span = (size_bytes as i64).saturating_sub(view.displacement).max(0) as u64;
+    let tiles = span / view.file_type.extent() as u64 + 1;
+    let stream = tiles.checked_mul(view.file_type.size()).ok_or(MpiClass::Arg)?;
+    let before = bytes_before_eof(view, 0, stream, size_bytes)?;
+    Ok(before.div_ceil(view.etype_bytes) as i64)
+}
+
+/// How many of the `total` view bytes from `view_offset` lie before `size_bytes`.
+fn bytes_before_eof(view: &View, view_offset: u64, total: u64, size_bytes: u64) -> MpiResult<u64> {
+    if view.is_contiguous() {
+        let start = (view.displacement as u64).saturating_add(view_offset);
+        return Ok(size_bytes.saturating_sub(start).min(total));
+    }
+    let end = view_offset.checked_add(total).ok_or(MpiClass::Arg)?;
+    let tiles = end.div_ceil(view.file_type.size());
+    let mut cursor = Cursor::new(&view.file_type, tiles, view.displacement).map_err(|_| MpiClass::Arg)?;
+    cursor.seek(view_offset).map_err(|_| MpiClass::Arg)?;
+    cursor.set_end(end).map_err(|_| MpiClass::Arg)?;
+    let mut before = 0u64;
+    let mut batch: Vec<Region> = Vec::new();
+    loop {
+        batch.clear();
+        if cursor.next_batch(BatchLimits::regions(SCAN_REGIONS_PER_BATCH), &mut batch) == 0 {
+            return Ok(before);
+        }
+        for region in &batch {
+            if region.offset >= size_bytes {
+                return Ok(before);
+            }
+            before += region.length.min(size_bytes - region.offset);
+            if region.offset + region.length > size_bytes {
+                return Ok(before);
+            }
+        }
+    }
+}
+
+/// Memory of one access: where it starts relative to the user pointer, and
+/// how the stream lies in it.
+struct MemoryPlan {
+    start_offset: i64,
+    span_bytes: usize,
+    shaped: Option<(Dataloop, u64)>,
+}
+
+fn memory_plan(memory_type: &Dataloop, count: u64) -> MpiResult<MemoryPlan> {
+    let total = count.checked_mul(memory_type.size()).ok_or(MpiClass::Count)?;
+    let contiguous = memory_type.root().is_contiguous()
+        && memory_type.true_lb() == 0
+        && (count <= 1 || memory_type.extent() == memory_type.size() as i64);
+    if contiguous {
+        let span_bytes = usize::try_from(total).map_err(|_| MpiClass::Count)?;
+        return Ok(MemoryPlan { start_offset: 0, span_bytes, shaped: None });
+    }
+    let last = (count as i128 - 1) * memory_type.extent() as i128;
+    let lo = memory_type.true_lb() as i128 + last.min(0);
+    let hi = memory_type.true_lb() as i128 + memory_type.true_extent() as i128 + last.max(0);
+    let start_offset = i64::try_from(lo).map_err(|_| MpiClass::Count)?;
+    let span_bytes = usize::try_from(hi - lo).map_err(|_| MpiClass::Count)?;
+    let shaped = if start_offset == 0 {
+        (memory_type.clone(), count)
+    } else {
+        let tiled = Dataloop::contiguous(count, memory_type).map_err(|_| MpiClass::Type)?;
+        (Dataloop::hindexed_block(1, &[-start_offset], &tiled).map_err(|_| MpiClass::Type)?, 1)
+    };
+    Ok(MemoryPlan { start_offset, span_bytes, shaped: Some(shaped) })
+}
+
+/// Where an access starts: an explicit offset or the individual pointer.
+#[derive(Clone, Copy, Debug)]
+pub enum Position {
+    /// `_at` calls: this offset in etypes.
+    Explicit(i64),
+    /// The individual file pointer, advanced afterwards.
+    Individual,
+}
+
+/// Reads or writes `count` instances of `memory_type` at `buffer`.
+///
+/// # Safety
+/// `buffer` plus the memory type's span for `count` instances is valid
+/// user memory, writable for reads, as MPI requires of its caller.
+pub unsafe fn transfer(id: u64, write: bool, at: Position, buffer: *mut u8, count: u64, memory_type: &Dataloop) -> MpiResult<u64> {
+    let open = snapshot(id)?;
+    if write && open.amode & amode::RDONLY != 0 {
+        return Err(MpiClass::ReadOnly);
+    }
+    if !write && open.amode & amode::WRONLY != 0 {
+        return Err(MpiClass::Access);
+    }
+    let offset_etypes = match at {
+        Position::Explicit(offset) => offset,
+        Position::Individual => open.position_etypes,
+    };
+    let view_offset = view_bytes(&open.view, offset_etypes)?;
+    let plan = memory_plan(memory_type, count)?;
+    let total = count * memory_type.size();
+    if !whole_multiple(total, open.view.etype_bytes) {
+        return Err(MpiClass::Type);
+    }
+    let moved = if total == 0 {
+        0
+    } else {
+        // SAFETY: the caller guarantees the span is valid user memory.
+        let base = unsafe { buffer.offset(plan.start_offset as isize) };
+        move_bytes(&open, write, base, &plan, view_offset, total)?
+    };
+    if let Position::Individual = at {
+        let advanced = (moved / open.view.etype_bytes) as i64;
+        update(id, |open| {
+            open.position_etypes += advanced;
+            Ok(())
+        })?;
+    }
+    Ok(moved)
+}
+
+fn move_bytes(open: &OpenFile, write: bool, base: *mut u8, plan: &MemoryPlan, view_offset: u64, total: u64) -> MpiResult<u64> {
+    let client = client()?;
+    let view = &open.view;
+    let access = FileAccess::Datatype { file_type: &view.file_type, displacement: view.displacement, view_offset };
+    let memory = match &plan.shaped {
+        None => MemoryLayout::Contiguous,
+        Some((memory_type, count)) => MemoryLayout::Datatype { memory_type, count: *count },
+    };
+    if write {
+        // SAFETY: `base..base+span` is the user's buffer (see `transfer`).
+        let data = unsafe { std::slice::from_raw_parts(base as *const u8, plan.span_bytes) };
+        client.write_noncontig(&open.file, IoMethod::Datatype, data, memory, access)?;
+        return Ok(total);
+    }
+    let size_bytes = client.file_size(&open.file)?;
+    let available = bytes_before_eof(view, view_offset, total, size_bytes)?;
+    if available > 0 {
+        // SAFETY: as above, and MPI gives the callee the buffer for writing.
+        // Holes in a noncontiguous memory type are never written (the
+        // client scatters only the type's bytes), but a Rust slice must
+        // cover initialised memory: user buffers are initialised C memory.
+        let data = unsafe { std::slice::from_raw_parts_mut(base, plan.span_bytes) };
+        client.read_noncontig(&open.file, IoMethod::Datatype, data, memory, access)?;
+    }
+    Ok(available)
+}
+
+/// `(offset, length)` regions of `count` instances of `dataloop` placed at
+/// offset 0 of memory, coalesced (negative offsets allowed).
+pub fn flatten(dataloop: &Dataloop, count: u64) -> MpiResult<Vec<(i64, u64)>> {
+    let plan = memory_plan(dataloop, count)?;
+    let Some((shaped, shaped_count)) = plan.shaped else {
+        return Ok(if plan.span_bytes == 0 { vec![] } else { vec![(0, plan.span_bytes as u64)] });
+    };
+    let mut cursor = Cursor::new(&shaped, shaped_count, 0).map_err(|_| MpiClass::Type)?;
+    let regions = cursor.collect_all();
+    Ok(regions.iter().map(|r| (r.offset as i64 + plan.start_offset, r.length)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amode_rules() {
+        assert!(check_amode(amode::RDWR | amode::CREATE).is_ok());
+        assert_eq!(check_amode(amode::RDONLY | amode::CREATE), Err(MpiClass::Amode));
+        assert_eq!(check_amode(amode::RDONLY | amode::RDWR), Err(MpiClass::Amode));
+        assert_eq!(check_amode(amode::CREATE), Err(MpiClass::Amode));
+    }
+
+    #[test]
+    fn eof_scan_of_a_strided_view() {
+        let int = Dataloop::bytes(4).unwrap();
+        let file_type = Arc::new(Dataloop::vector(2, 1, 2, &int).unwrap());
+        let view = View { displacement: 0, etype_bytes: 4, file_type };
+        // Stream bytes 0..4 at file 0, 4..8 at file 8, 8..12 at file 12 (next tile starts at 12?)
+        assert_eq!(bytes_before_eof(&view, 0, 8, 10).unwrap(), 6);
+        assert_eq!(bytes_before_eof(&view, 0, 8, 100).unwrap(), 8);
+        assert_eq!(bytes_before_eof(&view, 0, 8, 0).unwrap(), 0);
+    }
+
+    #[test]
+    fn flatten_negative_lb() {
+        let int = Dataloop::bytes(4).unwrap();
+        let t = Dataloop::hindexed(&[1, 1], &[-8, 4], &int).unwrap();
+        assert_eq!(flatten(&t, 1).unwrap(), vec![(-8, 4), (4, 4)]);
+    }
+}

@@ -1,0 +1,26 @@
+//! The Rust core of `libweft_mpiio`: MPI-IO on `weft:` paths for unmodified
+//! MPI programs.
+//!
+//! MPI's ABI differs between implementations (handle types, constants,
+//! combiner values), so no MPI type appears here. A small C layer
+//! (`c/weft_mpiio.c`, compiled once per flavour with that flavour's `mpicc`)
+//! owns everything MPI: it intercepts every exported `MPI_File_*` symbol,
+//! sends non-Weft handles to `PMPI_File_*`, does the collective parts
+//! (broadcast of the open result, barriers), decodes datatypes with
+//! `MPI_Type_get_envelope`/`get_contents` into the flat postfix program of
+//! [`types`], and maps the error classes of [`error`] to its `mpi.h`. This
+//! crate owns files, views, file pointers and data movement.
+//!
+//! Layout:
+//! - [`error`]: Weft errors to flavour-neutral MPI error classes.
+//! - [`runtime`]: the lazily started client (configuration from `WEFT_CONFIG`).
+//! - [`types`]: datatype programs to dataloops, and the type registry.
+//! - [`file`]: open files: view, individual file pointer, reads and writes.
+//! - [`ffi`]: the narrow C ABI, every call behind a panic guard.
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod ffi;
+pub mod file;
+pub mod runtime;
+pub mod types;

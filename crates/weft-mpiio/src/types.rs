@@ -1,0 +1,247 @@
+//! Datatypes as dataloops.
+//!
+//! The C layer walks an MPI datatype with `MPI_Type_get_envelope` and
+//! `MPI_Type_get_contents` and writes a postfix program of `i64` words:
+//! children first, then the constructor that consumes them. [`build`]
+//! runs it on an explicit, bounded stack (no recursion), checking every
+//! count against the words present, so a malformed program is an error,
+//! never a panic. Built dataloops live in a registry under a numeric id,
+//! which the C layer caches on the MPI datatype as an attribute and frees
+//! with it.
+//!
+//! Program words (`op` then its operands):
+//! - `1 size extent`: a named type of `size` contiguous bytes.
+//! - `2 count`: contiguous (pops 1).
+//! - `3 count blocklength stride` / `4 ... stride_bytes`: vector / hvector.
+//! - `5 n bl[n] disp[n]` / `6 ...`: indexed / hindexed (bytes).
+//! - `7 n bl disp[n]` / `8 n bl disp[n]`: indexed_block / hindexed_block.
+//! - `9 n bl[n] disp[n]`: struct (pops n, first pushed is child 0).
+//! - `10 lb extent`: resized.
+//! - `11 ndims sizes[n] subsizes[n] starts[n] order`: subarray (order 0 = C).
+//! - `12 size rank ndims gsizes[n] distribs[n] dargs[n] psizes[n] order`:
+//!   darray (distrib 0 block, 1 cyclic, 2 none; darg -1 = default).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use weft_dataloop::{mpi_types, Dataloop, Distribution, DistributionArg, Order};
+
+use crate::error::{MpiClass, MpiResult};
+
+/// Most children a program may leave on the stack (bounds nested structs).
+pub const STACK_ENTRIES_MAX: usize = 4096;
+/// Most words in one program.
+pub const PROGRAM_WORDS_MAX: usize = 1 << 24;
+
+/// Reads operands of a program, failing on a short program.
+struct Words<'a> {
+    words: &'a [i64],
+    next: usize,
+}
+
+impl Words<'_> {
+    fn one(&mut self) -> MpiResult<i64> {
+        let word = *self.words.get(self.next).ok_or(MpiClass::Type)?;
+        self.next += 1;
+        Ok(word)
+    }
+
+    fn unsigned(&mut self) -> MpiResult<u64> {
+        u64::try_from(self.one()?).map_err(|_| MpiClass::Type)
+    }
+
+    fn many(&mut self, n: u64) -> MpiResult<&[i64]> {
+        let n = usize::try_from(n).map_err(|_| MpiClass::Type)?;
+        let end = self.next.checked_add(n).filter(|end| *end <= self.words.len()).ok_or(MpiClass::Type)?;
+        let slice = &self.words[self.next..end];
+        self.next = end;
+        Ok(slice)
+    }
+
+    fn many_unsigned(&mut self, n: u64) -> MpiResult<Vec<u64>> {
+        self.many(n)?.iter().map(|w| u64::try_from(*w).map_err(|_| MpiClass::Type)).collect()
+    }
+}
+
+fn pop(stack: &mut Vec<Dataloop>) -> MpiResult<Dataloop> {
+    stack.pop().ok_or(MpiClass::Type)
+}
+
+fn order(word: i64) -> MpiResult<Order> {
+    match word {
+        0 => Ok(Order::C),
+        1 => Ok(Order::Fortran),
+        _ => Err(MpiClass::Type),
+    }
+}
+
+fn built<E>(result: Result<Dataloop, E>) -> MpiResult<Dataloop> {
+    result.map_err(|_| MpiClass::Type)
+}
+
+/// Runs a postfix datatype program; exactly one dataloop must remain.
+pub fn build(program: &[i64]) -> MpiResult<Dataloop> {
+    if program.len() > PROGRAM_WORDS_MAX {
+        return Err(MpiClass::Type);
+    }
+    let mut words = Words { words: program, next: 0 };
+    let mut stack: Vec<Dataloop> = Vec::new();
+    while words.next < program.len() {
+        let op = words.one()?;
+        let made = step(op, &mut words, &mut stack)?;
+        if stack.len() >= STACK_ENTRIES_MAX {
+            return Err(MpiClass::Type);
+        }
+        stack.push(made);
+    }
+    match (stack.pop(), stack.is_empty()) {
+        (Some(result), true) => Ok(result),
+        _ => Err(MpiClass::Type),
+    }
+}
+
+fn step(op: i64, w: &mut Words<'_>, stack: &mut Vec<Dataloop>) -> MpiResult<Dataloop> {
+    match op {
+        1 => {
+            let size = w.unsigned()?;
+            let extent = w.one()?;
+            let bytes = built(Dataloop::bytes(size))?;
+            if extent == size as i64 { Ok(bytes) } else { built(Dataloop::resized(&bytes, 0, extent)) }
+        }
+        2 => {
+            let count = w.unsigned()?;
+            built(Dataloop::contiguous(count, &pop(stack)?))
+        }
+        3 | 4 => {
+            let (count, blocklength, stride) = (w.unsigned()?, w.unsigned()?, w.one()?);
+            let child = pop(stack)?;
+            if op == 3 { built(Dataloop::vector(count, blocklength, stride, &child)) } else { built(Dataloop::hvector(count, blocklength, stride, &child)) }
+        }
+        5 | 6 => {
+            let n = w.unsigned()?;
+            let blocklengths = w.many_unsigned(n)?;
+            let displacements = w.many(n)?.to_vec();
+            let child = pop(stack)?;
+            if op == 5 { built(Dataloop::indexed(&blocklengths, &displacements, &child)) } else { built(Dataloop::hindexed(&blocklengths, &displacements, &child)) }
+        }
+        7 | 8 => {
+            let n = w.unsigned()?;
+            let blocklength = w.unsigned()?;
+            let displacements = w.many(n)?.to_vec();
+            let child = pop(stack)?;
+            if op == 7 { built(Dataloop::indexed_block(blocklength, &displacements, &child)) } else { built(Dataloop::hindexed_block(blocklength, &displacements, &child)) }
+        }
+        9 => structure(w, stack),
+        10 => {
+            let (lb, extent) = (w.one()?, w.one()?);
+            built(Dataloop::resized(&pop(stack)?, lb, extent))
+        }
+        11 => subarray(w, stack),
+        12 => darray(w, stack),
+        _ => Err(MpiClass::Type),
+    }
+}
+
+fn structure(w: &mut Words<'_>, stack: &mut Vec<Dataloop>) -> MpiResult<Dataloop> {
+    let n = w.unsigned()?;
+    let blocklengths = w.many_unsigned(n)?;
+    let displacements = w.many(n)?.to_vec();
+    let n = usize::try_from(n).map_err(|_| MpiClass::Type)?;
+    let first = stack.len().checked_sub(n).ok_or(MpiClass::Type)?;
+    let children: Vec<Dataloop> = stack.drain(first..).collect();
+    let refs: Vec<&Dataloop> = children.iter().collect();
+    built(Dataloop::create_struct(&blocklengths, &displacements, &refs))
+}
+
+fn subarray(w: &mut Words<'_>, stack: &mut Vec<Dataloop>) -> MpiResult<Dataloop> {
+    let ndims = w.unsigned()?;
+    let sizes = w.many_unsigned(ndims)?;
+    let subsizes = w.many_unsigned(ndims)?;
+    let starts = w.many_unsigned(ndims)?;
+    let order = order(w.one()?)?;
+    let ndims = u32::try_from(ndims).map_err(|_| MpiClass::Type)?;
+    built(mpi_types::subarray(ndims, &sizes, &subsizes, &starts, order, &pop(stack)?))
+}
+
+fn darray(w: &mut Words<'_>, stack: &mut Vec<Dataloop>) -> MpiResult<Dataloop> {
+    let size = u32::try_from(w.one()?).map_err(|_| MpiClass::Type)?;
+    let rank = u32::try_from(w.one()?).map_err(|_| MpiClass::Type)?;
+    let ndims = w.unsigned()?;
+    let gsizes = w.many_unsigned(ndims)?;
+    let distribs = w.many(ndims)?.iter().map(|d| match d {
+        0 => Ok(Distribution::Block),
+        1 => Ok(Distribution::Cyclic),
+        2 => Ok(Distribution::None),
+        _ => Err(MpiClass::Type),
+    }).collect::<MpiResult<Vec<_>>>()?;
+    let dargs = w.many(ndims)?.iter().map(|d| match *d {
+        -1 => Ok(DistributionArg::Default),
+        v if v > 0 => Ok(DistributionArg::Value(v as u64)),
+        _ => Err(MpiClass::Type),
+    }).collect::<MpiResult<Vec<_>>>()?;
+    let psizes = w.many_unsigned(ndims)?;
+    let order = order(w.one()?)?;
+    let ndims = u32::try_from(ndims).map_err(|_| MpiClass::Type)?;
+    built(mpi_types::darray(size, rank, ndims, &gsizes, &distribs, &dargs, &psizes, order, &pop(stack)?))
+}
+
+/// Dataloops by id; ids are never reused.
+pub struct Registry {
+    next_id: u64,
+    types: HashMap<u64, Arc<Dataloop>>,
+}
+
+static TYPES: Mutex<Option<Registry>> = Mutex::new(None);
+
+/// Stores a dataloop and returns its id (never 0).
+pub fn insert(dataloop: Dataloop) -> MpiResult<u64> {
+    let mut guard = TYPES.lock().map_err(|_| MpiClass::Intern)?;
+    let registry = guard.get_or_insert_with(|| Registry { next_id: 1, types: HashMap::new() });
+    let id = registry.next_id;
+    registry.next_id += 1;
+    registry.types.insert(id, Arc::new(dataloop));
+    Ok(id)
+}
+
+/// The dataloop with this id.
+pub fn get(id: u64) -> MpiResult<Arc<Dataloop>> {
+    let guard = TYPES.lock().map_err(|_| MpiClass::Intern)?;
+    guard.as_ref().and_then(|r| r.types.get(&id).cloned()).ok_or(MpiClass::Type)
+}
+
+/// Forgets a dataloop (views holding it keep their own reference).
+pub fn remove(id: u64) {
+    if let Ok(mut guard) = TYPES.lock() {
+        if let Some(registry) = guard.as_mut() {
+            registry.types.remove(&id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vector_of_ints() {
+        let t = build(&[1, 4, 4, 3, 3, 2, 5]).unwrap();
+        assert_eq!(t.size(), 24);
+        assert_eq!(t.extent(), (2 * 5 + 2) * 4);
+    }
+
+    #[test]
+    fn struct_of_two_named() {
+        let t = build(&[1, 8, 8, 1, 4, 4, 9, 2, 1, 1, 0, 8]).unwrap();
+        assert_eq!(t.size(), 12);
+    }
+
+    #[test]
+    fn malformed_programs_are_type_errors() {
+        assert_eq!(build(&[2, 3]).err(), Some(MpiClass::Type));
+        assert_eq!(build(&[1, 4]).err(), Some(MpiClass::Type));
+        assert_eq!(build(&[1, 4, 4, 1, 4, 4]).err(), Some(MpiClass::Type));
+        assert_eq!(build(&[1, 4, 4, 9, 5, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0]).err(), Some(MpiClass::Type));
+        assert_eq!(build(&[99]).err(), Some(MpiClass::Type));
+        assert_eq!(build(&[]).err(), Some(MpiClass::Type));
+    }
+}

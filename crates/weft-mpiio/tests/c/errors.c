@@ -1,0 +1,99 @@
+/* Error classes through MPI_ERRORS_RETURN on weft: paths.
+ * usage: errors WEFT_PREFIX   (e.g. weft:/errors) */
+#include <dlfcn.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+
+static int rank, failures = 0;
+
+static void expect_class(int rc, int expected, const char *what) {
+    int class = -1;
+    MPI_Error_class(rc, &class);
+    if (class != expected) {
+        char got[MPI_MAX_ERROR_STRING], want[MPI_MAX_ERROR_STRING];
+        int l;
+        MPI_Error_string(class, got, &l);
+        MPI_Error_string(expected, want, &l);
+        fprintf(stderr, "rank %d: %s: got class %d (%s), expected %d (%s)\n", rank, what, class, got, expected, want);
+        failures++;
+    }
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    char path[1024];
+    MPI_File fh;
+    int buf[4] = {1, 2, 3, 4};
+    MPI_File_set_errhandler(MPI_FILE_NULL, MPI_ERRORS_RETURN);
+
+    snprintf(path, sizeof path, "%s.missing", argv[1]);
+    expect_class(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDONLY, MPI_INFO_NULL, &fh), MPI_ERR_NO_SUCH_FILE, "open missing");
+    expect_class(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDONLY | MPI_MODE_CREATE, MPI_INFO_NULL, &fh), MPI_ERR_AMODE, "bad amode");
+
+    snprintf(path, sizeof path, "%s.ro", argv[1]);
+    MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
+    MPI_File_close(&fh);
+    expect_class(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_EXCL | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh),
+                 MPI_ERR_FILE_EXISTS, "exclusive create of an existing file");
+    expect_class(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDONLY, MPI_INFO_NULL, &fh), MPI_SUCCESS, "open read-only");
+    int amode = 0;
+    MPI_File_get_amode(fh, &amode);
+    if (amode != MPI_MODE_RDONLY) { fprintf(stderr, "amode %d\n", amode); failures++; }
+    expect_class(MPI_File_write_at(fh, 0, buf, 4, MPI_INT, MPI_STATUS_IGNORE), MPI_ERR_READ_ONLY, "write read-only");
+    MPI_Request request;
+    expect_class(MPI_File_iread_at(fh, 0, buf, 4, MPI_INT, &request), MPI_ERR_UNSUPPORTED_OPERATION, "iread_at");
+    expect_class(MPI_File_set_view(fh, 0, MPI_INT, MPI_INT, "external32", MPI_INFO_NULL), MPI_ERR_UNSUPPORTED_DATAREP, "datarep");
+    MPI_Datatype bad;
+    MPI_Type_contiguous(3, MPI_CHAR, &bad);
+    MPI_Type_commit(&bad);
+    expect_class(MPI_File_set_view(fh, 0, MPI_INT, bad, "native", MPI_INFO_NULL), MPI_ERR_ARG, "filetype not made of etypes");
+    MPI_Type_free(&bad);
+    expect_class(MPI_File_close(&fh), MPI_SUCCESS, "close");
+
+    /* delete-on-close removes the file; MPI_File_delete of a missing file fails */
+    snprintf(path, sizeof path, "%s.doc", argv[1]);
+    expect_class(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_RDWR | MPI_MODE_DELETE_ON_CLOSE, MPI_INFO_NULL, &fh),
+                 MPI_SUCCESS, "open delete-on-close");
+    expect_class(MPI_File_write_at(fh, rank * 16, buf, 4, MPI_INT, MPI_STATUS_IGNORE), MPI_SUCCESS, "write");
+    expect_class(MPI_File_close(&fh), MPI_SUCCESS, "close delete-on-close");
+    expect_class(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDONLY, MPI_INFO_NULL, &fh), MPI_ERR_NO_SUCH_FILE, "deleted on close");
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        snprintf(path, sizeof path, "%s.ro", argv[1]);
+        expect_class(MPI_File_delete(path, MPI_INFO_NULL), MPI_SUCCESS, "delete");
+        expect_class(MPI_File_delete(path, MPI_INFO_NULL), MPI_ERR_NO_SUCH_FILE, "delete again");
+        /* A Rust panic stops at the boundary and becomes MPI_ERR_INTERN. */
+        int (*panic_class)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "weft_mpiio_panic_class");
+        if (!panic_class) { fprintf(stderr, "weft_mpiio_panic_class not found\n"); failures++; }
+        else expect_class(panic_class(), MPI_ERR_INTERN, "panic at the boundary");
+    }
+    /* append mode starts the pointer at end of file */
+    snprintf(path, sizeof path, "%s.append", argv[1]);
+    MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
+    if (rank == 0) MPI_File_write_at(fh, 0, buf, 4, MPI_INT, MPI_STATUS_IGNORE);
+    MPI_File_close(&fh);
+    MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_WRONLY | MPI_MODE_APPEND, MPI_INFO_NULL, &fh);
+    MPI_Offset position = -1;
+    MPI_File_get_position(fh, &position);
+    if (position != 16) { fprintf(stderr, "rank %d: append position %lld\n", rank, (long long)position); failures++; }
+    MPI_File_close(&fh);
+
+    /* striping hints at create (checked by the Rust test through the client) */
+    snprintf(path, sizeof path, "%s.striped", argv[1]);
+    MPI_Info info;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "striping_factor", "2");
+    MPI_Info_set(info, "striping_unit", "4096");
+    expect_class(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_WRONLY, info, &fh), MPI_SUCCESS, "open striped");
+    MPI_Info_free(&info);
+    expect_class(MPI_File_write_at(fh, rank * 16, buf, 4, MPI_INT, MPI_STATUS_IGNORE), MPI_SUCCESS, "write striped");
+    expect_class(MPI_File_close(&fh), MPI_SUCCESS, "close striped");
+
+    int total = 0;
+    MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0) printf(total == 0 ? "errors OK\n" : "errors FAILED (%d)\n", total);
+    MPI_Finalize();
+    return total == 0 ? 0 : 1;
+}
