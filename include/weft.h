@@ -26,6 +26,9 @@
  *   - An internal failure (a Rust panic) is caught and reported as -EIO.
  *   - Nothing is cached or buffered: a successful weft_pwrite is visible
  *     to every client; weft_fsync makes it durable.
+ *   - Datatypes (weft_type_t) are immutable handles like the others: a
+ *     freed type gives -EBADF. A constructor copies what it needs from
+ *     its children, so they may be freed right after it returns.
  *
  * FUNCTIONS
  *   Connection:   weft_connect, weft_disconnect
@@ -35,10 +38,16 @@
  *                 weft_mkdir, weft_rmdir, weft_rename, weft_symlink,
  *                 weft_readlink
  *   Directories:  weft_opendir, weft_readdir, weft_closedir
+ *   Noncontiguous I/O: weft_pread_list, weft_pwrite_list,
+ *                 weft_read_dtype, weft_write_dtype, weft_set_io_method
+ *   Datatypes:    weft_type_bytes, weft_type_contiguous, weft_type_vector,
+ *                 weft_type_hvector, weft_type_indexed, weft_type_hindexed,
+ *                 weft_type_indexed_block, weft_type_hindexed_block,
+ *                 weft_type_struct, weft_type_resized, weft_type_subarray,
+ *                 weft_type_darray, weft_type_size, weft_type_extent,
+ *                 weft_type_free
  *   Space:        weft_statfs, weft_statfs_servers
  *   Errors:       weft_strerror
- *
- * List I/O and datatype (noncontiguous) I/O are not part of this API yet.
  */
 #ifndef WEFT_H
 #define WEFT_H
@@ -61,6 +70,8 @@ typedef struct weft_fs_t weft_fs_t;
 typedef struct weft_file_t weft_file_t;
 /* An open directory stream. */
 typedef struct weft_dir_t weft_dir_t;
+/* An immutable datatype: a pattern of bytes in memory or in a file. */
+typedef struct weft_type_t weft_type_t;
 
 /* Attributes of one object (64 bytes). */
 struct weft_stat {
@@ -185,6 +196,181 @@ int weft_fstat(weft_file_t *file, struct weft_stat *out);
 
 /* Closes a file. Nothing is buffered, so this neither flushes nor syncs. */
 int weft_close(weft_file_t *file);
+
+/* ------------------------------------------------------------------ */
+/* Datatypes                                                           */
+/* ------------------------------------------------------------------ */
+
+/* A datatype describes where the bytes of an access lie, as an MPI
+ * datatype does: its size (data bytes of one instance), lower bound and
+ * extent (instance i of a count starts at i * extent). Every constructor
+ * stores a new handle in *out (NULL on failure) to release with
+ * weft_type_free, and returns 0, -EINVAL for bad arguments (including a
+ * NULL array with a non-zero count, zero dimensions, a bad order or
+ * distribution, or a type beyond the limits: 64 levels of nesting,
+ * 2^20 displacement entries), -EOVERFLOW when a size, bound or
+ * displacement overflows 64 bits, or -EBADF for a freed child. */
+
+/* Array orders of weft_type_subarray and weft_type_darray. */
+#define WEFT_ORDER_C 0        /* row-major: last index fastest */
+#define WEFT_ORDER_FORTRAN 1  /* column-major: first index fastest */
+
+/* Distributions of weft_type_darray (MPI_DISTRIBUTE_*). */
+#define WEFT_DISTRIBUTE_NONE 0
+#define WEFT_DISTRIBUTE_BLOCK 1
+#define WEFT_DISTRIBUTE_CYCLIC 2
+/* The default distribution argument (MPI_DISTRIBUTE_DFLT_DARG). */
+#define WEFT_DARG_DEFAULT (-1)
+
+/* size contiguous bytes: a basic type (8 for a double). */
+int weft_type_bytes(uint64_t size, weft_type_t **out);
+
+/* count consecutive instances of child (MPI_Type_contiguous). */
+int weft_type_contiguous(uint64_t count, const weft_type_t *child,
+                         weft_type_t **out);
+
+/* count blocks of blocklength children; block starts are stride child
+ * extents apart (MPI_Type_vector). */
+int weft_type_vector(uint64_t count, uint64_t blocklength, int64_t stride,
+                     const weft_type_t *child, weft_type_t **out);
+
+/* As weft_type_vector with the stride in bytes (MPI_Type_create_hvector). */
+int weft_type_hvector(uint64_t count, uint64_t blocklength,
+                      int64_t stride_bytes, const weft_type_t *child,
+                      weft_type_t **out);
+
+/* count blocks: block i is blocklengths[i] children starting at
+ * displacements[i] child extents (MPI_Type_indexed). */
+int weft_type_indexed(size_t count, const uint64_t *blocklengths,
+                      const int64_t *displacements, const weft_type_t *child,
+                      weft_type_t **out);
+
+/* As weft_type_indexed with displacements in bytes
+ * (MPI_Type_create_hindexed). */
+int weft_type_hindexed(size_t count, const uint64_t *blocklengths,
+                       const int64_t *displacements_bytes,
+                       const weft_type_t *child, weft_type_t **out);
+
+/* count blocks of blocklength children at displacements[i] child extents
+ * (MPI_Type_create_indexed_block). */
+int weft_type_indexed_block(size_t count, uint64_t blocklength,
+                            const int64_t *displacements,
+                            const weft_type_t *child, weft_type_t **out);
+
+/* As weft_type_indexed_block with displacements in bytes
+ * (MPI_Type_create_hindexed_block). */
+int weft_type_hindexed_block(size_t count, uint64_t blocklength,
+                             const int64_t *displacements_bytes,
+                             const weft_type_t *child, weft_type_t **out);
+
+/* count blocks: block i is blocklengths[i] instances of children[i] at
+ * displacements_bytes[i] (MPI_Type_create_struct). */
+int weft_type_struct(size_t count, const uint64_t *blocklengths,
+                     const int64_t *displacements_bytes,
+                     const weft_type_t *const *children, weft_type_t **out);
+
+/* The data of child with lower bound lb and extent extent, in bytes
+ * (MPI_Type_create_resized). */
+int weft_type_resized(const weft_type_t *child, int64_t lb, int64_t extent,
+                      weft_type_t **out);
+
+/* The box of subsizes elements starting at starts inside an array of
+ * sizes elements, ndims dimensions, order WEFT_ORDER_* (each array holds
+ * ndims values; MPI_Type_create_subarray). The extent is the whole
+ * array. */
+int weft_type_subarray(uint32_t ndims, const uint64_t *sizes,
+                       const uint64_t *subsizes, const uint64_t *starts,
+                       int order, const weft_type_t *element,
+                       weft_type_t **out);
+
+/* The part of a gsizes array (ndims dimensions, order WEFT_ORDER_*) that
+ * process rank of a psizes grid of size processes owns
+ * (MPI_Type_create_darray). distributions[i] is WEFT_DISTRIBUTE_*;
+ * dargs[i] is a block size in elements or WEFT_DARG_DEFAULT, and dargs
+ * may be NULL for all defaults. The extent is the whole array. */
+int weft_type_darray(uint32_t size, uint32_t rank, uint32_t ndims,
+                     const uint64_t *gsizes, const int *distributions,
+                     const int64_t *dargs, const uint64_t *psizes, int order,
+                     const weft_type_t *element, weft_type_t **out);
+
+/* Data bytes of one instance of type. */
+int weft_type_size(const weft_type_t *type, uint64_t *size);
+
+/* Lower bound and extent of one instance of type, in bytes. */
+int weft_type_extent(const weft_type_t *type, int64_t *lb, int64_t *extent);
+
+/* Frees a type. Types built from it are unaffected. */
+int weft_type_free(weft_type_t *type);
+
+/* ------------------------------------------------------------------ */
+/* Noncontiguous I/O                                                   */
+/* ------------------------------------------------------------------ */
+
+/* A noncontiguous access moves a stream of bytes between pieces of a
+ * memory buffer and regions of a file, both taken in order; the two sides
+ * have the same total length but need not pair up piece by piece. Each
+ * call returns that total or -errno: -EINVAL when a memory piece lies
+ * outside [0, buffer_bytes), a file offset is negative, the totals
+ * differ, or the file is open with O_APPEND (writes name their offsets);
+ * -EFBIG past the file size limit. Reads return zeros past the end of
+ * the file and leave buffer bytes outside the memory pieces unchanged:
+ * the buffer of a read must be initialised (e.g. by calloc or memset).
+ * Writes follow weft_pwrite's rules (complete or fail, -EIO after an
+ * earlier failure, fsync after each with O_SYNC). */
+
+/* How a file's noncontiguous calls go over the wire (for comparison):
+ *   WEFT_IO_DEFAULT   datatype I/O for weft_*_dtype, list I/O for
+ *                     weft_p*_list;
+ *   WEFT_IO_DATATYPE  one request per server holding any of the bytes,
+ *                     carrying the pattern; each server finds its pieces;
+ *   WEFT_IO_LIST      region lists, at most regions_per_request regions
+ *                     per request (0: 65536; 64 is the classic list I/O);
+ *   WEFT_IO_POSIX     one blocking request per contiguous piece. */
+#define WEFT_IO_DEFAULT 0
+#define WEFT_IO_DATATYPE 1
+#define WEFT_IO_LIST 2
+#define WEFT_IO_POSIX 3
+
+/* Sets the method of file's noncontiguous calls (file-wide, for every
+ * thread). regions_per_request must be 0 except with WEFT_IO_LIST, where
+ * it is at most 65536. -EINVAL for anything else. */
+int weft_set_io_method(weft_file_t *file, int method,
+                       uint32_t regions_per_request);
+
+/* List I/O read: the file regions (file_offsets[i], file_lengths[i]),
+ * i < file_count, into the buffer pieces (memory_offsets[j],
+ * memory_lengths[j]), j < memory_count. Returns the total length. */
+ssize_t weft_pread_list(weft_file_t *file, void *buffer, size_t buffer_bytes,
+                        size_t memory_count, const uint64_t *memory_offsets,
+                        const uint64_t *memory_lengths, size_t file_count,
+                        const int64_t *file_offsets,
+                        const uint64_t *file_lengths);
+
+/* List I/O write: the buffer pieces to the file regions (as
+ * weft_pread_list). Returns the total length. */
+ssize_t weft_pwrite_list(weft_file_t *file, const void *buffer,
+                         size_t buffer_bytes, size_t memory_count,
+                         const uint64_t *memory_offsets,
+                         const uint64_t *memory_lengths, size_t file_count,
+                         const int64_t *file_offsets,
+                         const uint64_t *file_lengths);
+
+/* Datatype I/O read, as an MPI file view: file_type tiled from byte
+ * displacement of the file is the view; the data of memory_count
+ * instances of memory_type in buffer (instance i at i * its extent) is
+ * filled from the view's data starting view_offset bytes into it.
+ * Returns memory_count * size(memory_type). */
+ssize_t weft_read_dtype(weft_file_t *file, void *buffer, size_t buffer_bytes,
+                        const weft_type_t *memory_type, uint64_t memory_count,
+                        int64_t displacement, uint64_t view_offset,
+                        const weft_type_t *file_type);
+
+/* Datatype I/O write: the data of memory_count instances of memory_type
+ * in buffer to the view (as weft_read_dtype). Returns the bytes written. */
+ssize_t weft_write_dtype(weft_file_t *file, const void *buffer,
+                         size_t buffer_bytes, const weft_type_t *memory_type,
+                         uint64_t memory_count, int64_t displacement,
+                         uint64_t view_offset, const weft_type_t *file_type);
 
 /* ------------------------------------------------------------------ */
 /* Namespace                                                           */

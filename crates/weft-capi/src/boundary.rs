@@ -135,6 +135,49 @@ pub(crate) unsafe fn output_bytes<'a>(ptr: *mut c_void, len: usize) -> CapiResul
     }
 }
 
+/// A caller buffer that a noncontiguous read fills in part: bytes outside
+/// the access keep their values, so the buffer is neither zeroed nor
+/// copied. NULL is allowed only when `len` is 0.
+///
+/// # Safety
+/// `ptr` is NULL or points to `len` initialised, writable bytes that
+/// nothing else accesses during `'a` (`weft.h` asks C callers to
+/// initialise the buffers of noncontiguous reads).
+pub(crate) unsafe fn inout_bytes<'a>(ptr: *mut c_void, len: usize) -> CapiResult<&'a mut [u8]> {
+    if checked_len(len)? == 0 {
+        return Ok(&mut []);
+    }
+    if ptr.is_null() {
+        return Err(CapiError::NullPointer);
+    }
+    // SAFETY: non-NULL, `len` initialised writable bytes per this
+    // function's contract.
+    Ok(unsafe { std::slice::from_raw_parts_mut(ptr.cast::<u8>(), len) })
+}
+
+/// A caller array of `len` elements. NULL is allowed only when `len` is 0.
+///
+/// # Safety
+/// `ptr` is NULL or points to `len` initialised elements, valid and
+/// unmodified for `'a`.
+pub(crate) unsafe fn array_arg<'a, T>(ptr: *const T, len: usize) -> CapiResult<&'a [T]> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if ptr.is_null() {
+        return Err(CapiError::NullPointer);
+    }
+    if !ptr.is_aligned() {
+        return Err(CapiError::MisalignedPointer);
+    }
+    if len.checked_mul(std::mem::size_of::<T>()).is_none_or(|bytes| bytes > isize::MAX as usize) {
+        return Err(CapiError::CountTooLarge);
+    }
+    // SAFETY: non-NULL, aligned, `len` elements whose total size fits in
+    // `isize`, per this function's contract and the checks above.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
 /// A file offset: `int64_t` in C, never negative.
 pub(crate) fn offset_arg(offset: i64) -> CapiResult<u64> {
     u64::try_from(offset).map_err(|_| CapiError::NegativeOffset)

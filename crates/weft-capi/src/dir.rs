@@ -45,7 +45,7 @@ impl Registered for DirState {
     fn unwrap(object: &Object) -> Option<&Arc<Self>> {
         match object {
             Object::Dir(state) => Some(state),
-            Object::Fs(_) | Object::File(_) => None,
+            Object::Fs(_) | Object::File(_) | Object::Type(_) => None,
         }
     }
 }

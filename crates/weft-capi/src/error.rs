@@ -48,6 +48,20 @@ pub enum CapiError {
     /// An earlier write, fsync or truncate through this file failed, so
     /// its contents are unknown; further writes are refused.
     PreviousWriteFailed,
+    /// A datatype constructor's arguments describe no valid type (bad
+    /// count, order, distribution, dimensions, or a limit exceeded).
+    InvalidType,
+    /// A datatype's size, bounds or displacements overflow 64 bits.
+    TypeOverflow,
+    /// The memory and file lists of list I/O have different total lengths.
+    ListTotalsDiffer,
+    /// A memory piece of a noncontiguous access lies outside the buffer.
+    OutsideBuffer,
+    /// Noncontiguous writes name their file offsets, so they are refused
+    /// on a file opened with `O_APPEND`.
+    AppendNoncontiguous,
+    /// An unknown I/O method or a bad regions-per-request count.
+    InvalidIoMethod,
     /// Rust code panicked; the panic was caught at the boundary.
     Panic,
 }
@@ -85,6 +99,12 @@ impl CapiError {
             CapiError::ConfigUnreadable(errno) => errno,
             CapiError::ConfigInvalid => libc::EINVAL,
             CapiError::PreviousWriteFailed => libc::EIO,
+            CapiError::InvalidType => libc::EINVAL,
+            CapiError::TypeOverflow => libc::EOVERFLOW,
+            CapiError::ListTotalsDiffer => libc::EINVAL,
+            CapiError::OutsideBuffer => libc::EINVAL,
+            CapiError::AppendNoncontiguous => libc::EINVAL,
+            CapiError::InvalidIoMethod => libc::EINVAL,
             CapiError::Panic => libc::EIO,
         }
     }
@@ -118,6 +138,7 @@ pub fn message_of_errno(errno: i32) -> &'static CStr {
         libc::EOPNOTSUPP => c"operation not supported",
         libc::ETIMEDOUT => c"timed out",
         libc::ESTALE => c"stale handle",
+        libc::EOVERFLOW => c"value too large (datatype overflow)",
         _ => c"unknown error",
     }
 }
@@ -133,6 +154,8 @@ mod tests {
         assert_eq!(CapiError::Weft(ErrorCode::NotEmpty).errno(), libc::ENOTEMPTY);
         assert_eq!(CapiError::ConfigUnreadable(libc::ENOENT).errno(), libc::ENOENT);
         assert_eq!(CapiError::Panic.errno(), libc::EIO);
+        assert_eq!(CapiError::TypeOverflow.errno(), libc::EOVERFLOW);
+        assert_ne!(message_of_errno(libc::EOVERFLOW), c"unknown error");
     }
 
     #[test]

@@ -10,9 +10,9 @@
 
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use weft_client::{BlockingClient, CreateOptions, File};
+use weft_client::{BlockingClient, CreateOptions, File, IoMethod};
 use weft_proto::{limits, ErrorCode, WeftResult};
 
 use crate::boundary::{self, input_bytes, out_arg, output_bytes, string_arg};
@@ -24,10 +24,13 @@ use crate::types::{weft_file_t, weft_fs_t, weft_stat};
 
 /// State of one `weft_file_t`.
 pub(crate) struct FileState {
-    client: BlockingClient,
-    file: File,
+    pub(crate) client: BlockingClient,
+    pub(crate) file: File,
     flags: OpenFlags,
     write_failed: AtomicBool,
+    /// The method of noncontiguous I/O chosen with `weft_set_io_method`;
+    /// `None` means each call's natural one.
+    pub(crate) io_method: Mutex<Option<IoMethod>>,
 }
 
 impl Registered for FileState {
@@ -38,13 +41,13 @@ impl Registered for FileState {
     fn unwrap(object: &Object) -> Option<&Arc<Self>> {
         match object {
             Object::File(state) => Some(state),
-            Object::Fs(_) | Object::Dir(_) => None,
+            Object::Fs(_) | Object::Dir(_) | Object::Type(_) => None,
         }
     }
 }
 
 impl FileState {
-    fn check_readable(&self) -> CapiResult<()> {
+    pub(crate) fn check_readable(&self) -> CapiResult<()> {
         if self.flags.read {
             Ok(())
         } else {
@@ -68,6 +71,23 @@ impl FileState {
             self.write_failed.store(true, Ordering::Release);
         }
         Ok(result?)
+    }
+
+    /// A noncontiguous write through `write`, which moves the bytes: it
+    /// is refused with `O_APPEND` (the access names its offsets), marks
+    /// the file failed if it fails, and is followed by an fsync with
+    /// `O_SYNC`. Range checks belong before this call, so that refused
+    /// arguments do not mark the file failed.
+    pub(crate) fn write_noncontig(&self, write: impl FnOnce(&BlockingClient, &File) -> WeftResult<()>) -> CapiResult<()> {
+        self.check_writable()?;
+        if self.flags.append {
+            return Err(CapiError::AppendNoncontiguous);
+        }
+        self.record(write(&self.client, &self.file))?;
+        if self.flags.sync {
+            self.record(self.client.fsync(&self.file))?;
+        }
+        Ok(())
     }
 
     fn write(&self, data: &[u8], offset: u64) -> CapiResult<usize> {
@@ -131,7 +151,13 @@ unsafe fn open_file(
     if flags.truncate && !created {
         fs.client.truncate_file(&file, 0)?;
     }
-    let state = FileState { client: fs.client.clone(), file, flags, write_failed: AtomicBool::new(false) };
+    let state = FileState {
+        client: fs.client.clone(),
+        file,
+        flags,
+        write_failed: AtomicBool::new(false),
+        io_method: Mutex::new(None),
+    };
     out.set(registry::register(state));
     Ok(())
 }

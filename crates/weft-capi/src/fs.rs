@@ -38,7 +38,7 @@ impl Registered for FsState {
     fn unwrap(object: &Object) -> Option<&std::sync::Arc<Self>> {
         match object {
             Object::Fs(state) => Some(state),
-            Object::File(_) | Object::Dir(_) => None,
+            Object::File(_) | Object::Dir(_) | Object::Type(_) => None,
         }
     }
 }

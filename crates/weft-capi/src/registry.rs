@@ -1,4 +1,5 @@
-//! Opaque C handles (`weft_fs_t *`, `weft_file_t *`, `weft_dir_t *`).
+//! Opaque C handles (`weft_fs_t *`, `weft_file_t *`, `weft_dir_t *`,
+//! `weft_type_t *`).
 //!
 //! A handle given to C is a token, never the address of Rust memory: the
 //! state lives in a process-wide table, keyed by a number that is never
@@ -11,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::datatype::TypeState;
 use crate::dir::DirState;
 use crate::error::{CapiError, CapiResult};
 use crate::file::FileState;
@@ -29,6 +31,8 @@ pub(crate) enum Object {
     File(Arc<FileState>),
     /// An open directory stream (`weft_dir_t`).
     Dir(Arc<DirState>),
+    /// A datatype (`weft_type_t`).
+    Type(Arc<TypeState>),
 }
 
 struct Table {

@@ -23,6 +23,11 @@ pub struct weft_dir_t {
     _opaque: [u8; 0],
 }
 
+/// An immutable datatype: a memory or file access pattern (opaque to C).
+pub struct weft_type_t {
+    _opaque: [u8; 0],
+}
+
 /// `struct weft_stat`: attributes of one object.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

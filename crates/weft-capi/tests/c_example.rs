@@ -7,99 +7,17 @@
 //! uses (`weft_testkit::weft_bin()`, i.e. `$WEFT_BIN` or
 //! `target/<profile>/weft`): cargo puts both in the same directory.
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
+use std::collections::BTreeSet;
+use std::process::{Command, Output};
+
+use common::{compile_example, libweft_dir, pattern_byte, run_bounded, workspace_root};
 use weft_testkit::{Cluster, ClusterOptions};
 
 /// Must match `KEEP_BYTES` and `KEEP_SEED` in the example.
 const KEEP_BYTES: u64 = 10_000;
 const KEEP_SEED: u64 = 2;
-
-/// How long the example may run before the test gives up on it.
-const EXAMPLE_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// The example's `pattern_byte`.
-fn pattern_byte(i: u64, seed: u64) -> u8 {
-    (i.wrapping_mul(131).wrapping_add(i >> 8).wrapping_add(seed * 7) & 0xff) as u8
-}
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).expect("workspace root").to_path_buf()
-}
-
-/// The directory holding `libweft.so`, or a panic saying how to build it.
-fn libweft_dir() -> PathBuf {
-    let weft = weft_testkit::weft_bin();
-    let dir = weft.parent().expect("weft binary has a directory").to_path_buf();
-    let library = dir.join("libweft.so");
-    assert!(
-        library.exists(),
-        "libweft.so not found at {} (looked next to the weft binary {}). Build it with \
-         `cargo build --release -p weft-capi -p weft-cli` using the same CARGO_TARGET_DIR, \
-         or point WEFT_BIN at a weft binary that has libweft.so beside it.",
-        library.display(),
-        weft.display()
-    );
-    assert_fresh(&library);
-    dir
-}
-
-/// Fails if a source of this crate changed after `library` was built:
-/// `cargo test` builds the crate as an rlib for the tests but does not
-/// relink the cdylib, so a stale libweft.so would test old code.
-fn assert_fresh(library: &Path) {
-    let built = std::fs::metadata(library).and_then(|m| m.modified()).expect("libweft.so mtime");
-    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut sources = vec![crate_dir.join("Cargo.toml")];
-    for entry in std::fs::read_dir(crate_dir.join("src")).expect("list src") {
-        sources.push(entry.expect("src entry").path());
-    }
-    for source in sources {
-        let changed = std::fs::metadata(&source).and_then(|m| m.modified()).expect("source mtime");
-        assert!(
-            changed <= built,
-            "{} is newer than {}: rebuild with `cargo build --release -p weft-capi` (same CARGO_TARGET_DIR) \
-             before running this test",
-            source.display(),
-            library.display()
-        );
-    }
-}
-
-fn compile_example(output: &Path) {
-    let root = workspace_root();
-    let library_dir = libweft_dir();
-    let result = Command::new("gcc")
-        .args(["-O2", "-Wall", "-Werror", "-I"])
-        .arg(root.join("include"))
-        .arg(root.join("examples/weft_example.c"))
-        .arg("-L")
-        .arg(&library_dir)
-        .arg("-lweft")
-        .arg(format!("-Wl,-rpath,{}", library_dir.display()))
-        .arg("-o")
-        .arg(output)
-        .output()
-        .expect("run gcc (is it installed?)");
-    assert!(result.status.success(), "gcc failed:\n{}", String::from_utf8_lossy(&result.stderr));
-}
-
-/// Runs `command` to completion, killing it after [`EXAMPLE_TIMEOUT`].
-fn run_bounded(command: &mut Command) -> Output {
-    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn example");
-    let start = Instant::now();
-    while child.try_wait().expect("wait for example").is_none() {
-        if start.elapsed() > EXAMPLE_TIMEOUT {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("collect example output")
-}
 
 fn assert_example_passed(output: &Output, cluster: &Cluster) -> String {
     let stdout = String::from_utf8_lossy(&output.stdout).to_string();
@@ -157,7 +75,7 @@ fn verify_effects(cluster: &Cluster, base: &str) {
 fn c_example_runs_against_a_cluster() {
     let cluster = Cluster::start(ClusterOptions::default());
     let program = cluster.dir.path().join("weft_example");
-    compile_example(&program);
+    compile_example("weft_example.c", &program);
 
     let output = run_bounded(Command::new(&program).arg(&cluster.config_path).arg("weft:/capi-example"));
     let stdout = assert_example_passed(&output, &cluster);
