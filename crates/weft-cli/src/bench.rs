@@ -88,6 +88,10 @@ pub struct MdArgs {
     /// Stripe count of created files (default: the configuration's).
     #[arg(long)]
     stripe_count: Option<u32>,
+    /// Use the client-driven multi-step namespace operations instead of
+    /// the servers' aggregate ones.
+    #[arg(long)]
+    client_driven: bool,
     /// Print one JSON object per result.
     #[arg(long)]
     json: bool,
@@ -112,6 +116,8 @@ pub struct WorkerArgs {
     count: u32,
     #[arg(long)]
     stripe_count: Option<u32>,
+    #[arg(long)]
+    client_driven: bool,
 }
 
 /// Arguments of the TCP sink.
@@ -414,6 +420,9 @@ fn bench_md(config: Config, config_path: PathBuf, args: MdArgs) -> Result<(), St
                         v.push("--stripe-count".into());
                         v.push(n.to_string());
                     }
+                    if args.client_driven {
+                        v.push("--client-driven".into());
+                    }
                     v
                 })
                 .collect();
@@ -422,7 +431,8 @@ fn bench_md(config: Config, config_path: PathBuf, args: MdArgs) -> Result<(), St
             let cpu: f64 = results.iter().filter_map(|r| r.get("cpu_s").and_then(|v| v.as_f64())).sum();
             emit(args.json, json!({
                 "bench": "md", "layout": layout, "phase": phase, "procs": args.procs, "files_per_proc": args.files,
-                "servers": config.servers.len(), "metadata_sync": durable, "method": "client_driven",
+                "servers": config.servers.len(), "metadata_sync": durable,
+                "method": if args.client_driven { "client_driven" } else { "aggregate" },
                 "ops_per_s": (ops as f64 / seconds).round(),
                 "client_cpu_us_per_op": (cpu / ops as f64 * 1e6 * 10.0).round() / 10.0,
             }));
@@ -450,7 +460,9 @@ fn cpu_seconds() -> f64 {
 fn worker(config: Config, args: WorkerArgs) -> Result<(), String> {
     // One thread: no cross-thread wakeups per request.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
-    let client = runtime.block_on(async { Client::new(config, ClientOptions::default()) }).map_err(|e| e.to_string())?;
+    let defaults = ClientOptions::default();
+    let options = ClientOptions { client_driven: args.client_driven || defaults.client_driven, ..defaults };
+    let client = runtime.block_on(async { Client::new(config, options) }).map_err(|e| e.to_string())?;
     let result = runtime.block_on(async {
         let _ = client.ping_all().await;
         let prepared = prepare(&client, &args).await?;

@@ -7,6 +7,8 @@ mod bench;
 mod cluster;
 mod files;
 mod hpio;
+mod fsck;
+mod monitor;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -61,6 +63,10 @@ enum Command {
     /// Benchmarks (print JSON with --json).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Every server's counters, collected through one tree query.
+    Stats(monitor::StatsArgs),
+    /// Check consistency online (read-only unless --repair).
+    Fsck(fsck::FsckArgs),
 }
 
 fn main() -> ExitCode {
@@ -98,6 +104,8 @@ fn main() -> ExitCode {
         Command::Mount(args) => cluster::mount(cli.config, args),
         Command::Umount(args) => cluster::umount(args),
         Command::Bench(command) => bench::run(cli.config, command),
+        Command::Stats(args) => monitor::stats(cli.config, args),
+        Command::Fsck(args) => fsck::fsck(cli.config, args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -28,6 +28,10 @@ pub struct ClientOptions {
     pub timeouts: Timeouts,
     /// Injected faults (tests only; off by default).
     pub faults: FaultConfig,
+    /// Use the client-driven multi-step namespace operations instead of
+    /// the servers' aggregate ones (one request each). Default: false, or
+    /// `WEFT_CLIENT_DRIVEN=1` in the environment.
+    pub client_driven: bool,
 }
 
 impl Default for ClientOptions {
@@ -36,6 +40,7 @@ impl Default for ClientOptions {
             credentials: process_credentials(),
             timeouts: Timeouts::default(),
             faults: FaultConfig::from_env().unwrap_or_default(),
+            client_driven: std::env::var("WEFT_CLIENT_DRIVEN").is_ok_and(|v| v == "1"),
         }
     }
 }
@@ -56,6 +61,7 @@ pub(crate) struct Shared {
     pub(crate) config: Config,
     pub(crate) pool: Pool,
     pub(crate) placement: AtomicU32,
+    pub(crate) client_driven: bool,
 }
 
 /// A Weft client. Cheap to clone; clones share connections and counters.
@@ -113,7 +119,7 @@ impl Client {
         let pool = Pool::new(&config, options.timeouts)?;
         pool.faults.set(options.faults);
         let seed = std::process::id().wrapping_mul(2654435761);
-        let shared = Arc::new(Shared { config, pool, placement: AtomicU32::new(seed) });
+        let shared = Arc::new(Shared { config, pool, placement: AtomicU32::new(seed), client_driven: options.client_driven });
         Ok(Client { shared, credentials: Arc::new(options.credentials) })
     }
 
@@ -189,8 +195,27 @@ impl Client {
         }
     }
 
-    /// Attributes with the logical size of a file (1 + one request per data server).
+    /// Whether namespace operations use the client-driven path.
+    pub fn client_driven(&self) -> bool {
+        self.shared.client_driven
+    }
+
+    /// Attributes with the logical size of a file: one request (the
+    /// object's server gathers the sizes), or client-driven 1 + one per
+    /// data server.
     pub async fn stat_handle(&self, handle: Handle) -> WeftResult<Stat> {
+        if !self.shared.client_driven {
+            return match self.call_at(handle, Request::StatFile { handle }).await? {
+                Reply::Stat { attributes, sizes } => {
+                    let datafiles = attributes.layout.as_ref().map(|l| l.datafiles.clone()).unwrap_or_default();
+                    if datafiles.len() != sizes.len() {
+                        return Err(ErrorCode::Protocol);
+                    }
+                    Ok(to_stat(attributes, &datafiles.into_iter().zip(sizes).collect()))
+                }
+                _ => Err(ErrorCode::Protocol),
+            };
+        }
         let attrs = self.getattr_raw(handle).await?;
         let mut stats = self.stats_from_attributes(vec![attrs]).await?;
         Ok(stats.remove(0))
@@ -230,8 +255,34 @@ impl Client {
         Ok(all.into_iter().map(|attrs| to_stat(attrs, &sizes)).collect())
     }
 
-    /// Space of every server (one request per server).
+    /// Space of every server: one request to one server (which answers
+    /// from its composed status table), or client-driven one per server.
     pub async fn statfs(&self) -> WeftResult<FsStatus> {
+        let servers = if self.shared.client_driven { self.statfs_each().await? } else { self.statfs_one().await? };
+        Ok(FsStatus {
+            bytes_total: servers.iter().map(|s| s.bytes_total).sum(),
+            bytes_free: servers.iter().map(|s| s.bytes_free).sum(),
+            objects: servers.iter().map(|s| s.objects).sum(),
+            servers,
+        })
+    }
+
+    async fn statfs_one(&self) -> WeftResult<Vec<ServerStatus>> {
+        let count = self.shared.pool.server_count();
+        let first = self.shared.placement.fetch_add(1, Ordering::Relaxed) % count.max(1);
+        let mut last = ErrorCode::Unreachable;
+        // Any server can answer; try the next one if the chosen one is down.
+        for offset in 0..count {
+            match self.call((first + offset) % count, Request::StatFsAll).await {
+                Ok(Reply::StatusTable(servers)) => return Ok(servers),
+                Ok(_) => return Err(ErrorCode::Protocol),
+                Err(code) => last = code,
+            }
+        }
+        Err(last)
+    }
+
+    async fn statfs_each(&self) -> WeftResult<Vec<ServerStatus>> {
         let ids: Vec<u32> = (0..self.shared.pool.server_count()).collect();
         let replies = join_all(ids.into_iter().map(|id| self.call(id, Request::StatFs))).await;
         let mut servers = Vec::new();
@@ -241,12 +292,7 @@ impl Client {
                 _ => return Err(ErrorCode::Protocol),
             }
         }
-        Ok(FsStatus {
-            bytes_total: servers.iter().map(|s| s.bytes_total).sum(),
-            bytes_free: servers.iter().map(|s| s.bytes_free).sum(),
-            objects: servers.iter().map(|s| s.objects).sum(),
-            servers,
-        })
+        Ok(servers)
     }
 
     /// Picks the next server of `candidates` for placement (rotating from a

@@ -4,7 +4,11 @@
 //! remove drops it first). A client that dies midway can strand unnamed
 //! objects; the server-driven path of a later design removes that window.
 //!
-//! Request counts (N = stripe count): create N+4 in 4 serial phases
+//! By default (`ClientOptions::client_driven` false) each of create,
+//! unlink, mkdir, rmdir and rename is instead ONE request to the parent
+//! directory's server, which does the work itself (`weft-server::aggregate`).
+//!
+//! Client-driven request counts (N = stripe count): create N+4 in 4 serial phases
 //! (parent check; metafile and datafiles; layout; name), unlink N+3 in 3
 //! (name; metafile attributes; all objects), mkdir 3, rmdir 4 (lookup,
 //! parent check, object, name), stat of a file 2 + servers holding its
@@ -76,10 +80,13 @@ impl Client {
         Ok(distribution)
     }
 
-    /// Creates file `name` in `parent` (N+4 requests). With `exclusive`
-    /// unset, an existing file is opened instead.
+    /// Creates file `name` in `parent`: one request (aggregate), or N+4
+    /// client-driven. With `exclusive` unset, an existing file is opened instead.
     pub async fn create_in(&self, parent: Handle, name: &str, options: CreateOptions) -> WeftResult<File> {
         message::validate_name(name)?;
+        if !self.client_driven() {
+            return self.create_aggregate(parent, name, options).await;
+        }
         let parent_attrs = self.getattr_raw(parent).await?;
         if parent_attrs.kind != ObjectKind::Directory {
             return Err(ErrorCode::NotDir);
@@ -132,6 +139,28 @@ impl Client {
         Ok(File { handle: metafile, layout })
     }
 
+    async fn create_aggregate(&self, parent: Handle, name: &str, options: CreateOptions) -> WeftResult<File> {
+        let request = Request::CreateFile {
+            cred: self.cred(),
+            parent,
+            name: name.to_string(),
+            mode: options.mode.unwrap_or(0o644),
+            strip_bytes: options.strip_bytes,
+            stripe_count: options.stripe_count,
+            exclusive: options.exclusive,
+        };
+        match self.call_at(parent, request).await {
+            Ok(Reply::Attributes(attrs)) => match attrs.layout {
+                Some(layout) => Ok(File { handle: attrs.handle, layout }),
+                None => Err(ErrorCode::Protocol),
+            },
+            Ok(_) => Err(ErrorCode::Protocol),
+            // The name exists but is not a metafile the server can open.
+            Err(ErrorCode::Exists) if !options.exclusive => self.open_in(parent, name).await,
+            Err(code) => Err(code),
+        }
+    }
+
     /// Opens an existing file in `parent`.
     pub async fn open_in(&self, parent: Handle, name: &str) -> WeftResult<File> {
         let (handle, kind) = self.lookup(parent, name).await?;
@@ -152,9 +181,14 @@ impl Client {
         }
     }
 
-    /// Creates directory `name` in `parent` (3 requests: parent check, object, entry).
+    /// Creates directory `name` in `parent`: one request (aggregate), or 3
+    /// client-driven (parent check, object, entry).
     pub async fn mkdir_in(&self, parent: Handle, name: &str, mode: u32) -> WeftResult<Handle> {
         message::validate_name(name)?;
+        if !self.client_driven() {
+            let request = Request::MakeDirectory { cred: self.cred(), parent, name: name.to_string(), mode };
+            return expect_handle(self.call_at(parent, request).await?);
+        }
         let parent_attrs = self.getattr_raw(parent).await?;
         if parent_attrs.kind != ObjectKind::Directory {
             return Err(ErrorCode::NotDir);
@@ -208,8 +242,14 @@ impl Client {
         removed.into_iter().filter(|r| *r != Err(ErrorCode::Stale)).try_for_each(|r| r.map(|_| ()))
     }
 
-    /// Removes a non-directory entry and its objects (N+3 requests for a file).
+    /// Removes a non-directory entry and its objects: one request
+    /// (aggregate; datafiles are reclaimed by the servers), or N+3 client-driven.
     pub async fn unlink_in(&self, parent: Handle, name: &str) -> WeftResult<()> {
+        if !self.client_driven() {
+            let request =
+                Request::RemoveEntry { cred: self.cred(), parent, name: name.to_string(), expect_directory: Some(false) };
+            return self.call_at(parent, request).await.map(|_| ());
+        }
         let request =
             Request::RemoveDirent { cred: self.cred(), parent, name: name.to_string(), expect_directory: Some(false) };
         let (handle, kind) = match self.call_at(parent, request).await? {
@@ -223,6 +263,11 @@ impl Client {
     /// directory object are one step on its server; the entry goes next.
     pub async fn rmdir_in(&self, parent: Handle, name: &str) -> WeftResult<()> {
         message::validate_name(name)?;
+        if !self.client_driven() {
+            let request =
+                Request::RemoveEntry { cred: self.cred(), parent, name: name.to_string(), expect_directory: Some(true) };
+            return self.call_at(parent, request).await.map(|_| ());
+        }
         let (handle, kind) = self.lookup(parent, name).await?;
         if kind != ObjectKind::Directory {
             return Err(ErrorCode::NotDir);
@@ -318,6 +363,16 @@ impl Client {
     pub async fn rename_in(&self, old_parent: Handle, old_name: &str, new_parent: Handle, new_name: &str) -> WeftResult<()> {
         message::validate_name(old_name)?;
         message::validate_name(new_name)?;
+        if !self.client_driven() {
+            let request = Request::RenameEntry {
+                cred: self.cred(),
+                old_parent,
+                old_name: old_name.to_string(),
+                new_parent,
+                new_name: new_name.to_string(),
+            };
+            return self.call_at(old_parent, request).await.map(|_| ());
+        }
         let (source, kind) = self.lookup(old_parent, old_name).await?;
         if kind == ObjectKind::Directory && old_parent != new_parent && self.is_within(new_parent, source).await? {
             return Err(ErrorCode::Invalid);

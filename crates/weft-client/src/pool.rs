@@ -43,6 +43,8 @@ pub struct Pool {
     pub counters: Counters,
     /// Fault injection.
     pub faults: Faults,
+    /// Sent first on each new connection.
+    greeting: Request,
 }
 
 impl Pool {
@@ -57,7 +59,16 @@ impl Pool {
                 Ok(Slot { address, connection: Mutex::new(None) })
             })
             .collect::<WeftResult<Vec<_>>>()?;
-        Ok(Pool { slots, timeouts, counters: Counters::default(), faults: Faults::default() })
+        let greeting = Request::Hello { protocol_version: weft_proto::limits::PROTOCOL_VERSION };
+        Ok(Pool { slots, timeouts, counters: Counters::default(), faults: Faults::default(), greeting })
+    }
+
+    /// A pool used by server `server_id` to reach the other servers: its
+    /// connections greet with `PeerHello`, so they are admitted as a peer's.
+    pub fn new_peer(config: &Config, timeouts: Timeouts, server_id: u32) -> WeftResult<Pool> {
+        let mut pool = Pool::new(config, timeouts)?;
+        pool.greeting = Request::PeerHello { protocol_version: weft_proto::limits::PROTOCOL_VERSION, server_id };
+        Ok(pool)
     }
 
     /// Number of servers.
@@ -73,9 +84,19 @@ impl Pool {
                 return Ok(connection.clone());
             }
         }
-        let connection = Connection::open(slot.address, self.timeouts.connect).await?;
+        let connection = Connection::open_with(slot.address, self.timeouts.connect, self.greeting.clone()).await?;
         *current = Some(connection.clone());
         Ok(connection)
+    }
+
+    /// Whether the last connection to `server_id` was lost (the peer closed
+    /// it or failed); false if there is none yet or it is busy being opened.
+    pub fn connection_lost(&self, server_id: u32) -> bool {
+        let Some(slot) = self.slots.get(server_id as usize) else { return false };
+        match slot.connection.try_lock() {
+            Ok(current) => current.as_ref().is_some_and(|c| c.is_closed()),
+            Err(_) => false,
+        }
     }
 
     /// Sends `request` to `server_id` and waits for the reply.

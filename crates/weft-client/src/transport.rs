@@ -45,6 +45,12 @@ pub enum Bulk<'a> {
 impl Connection {
     /// Connects, says hello, and starts the reader and writer tasks.
     pub async fn open(address: SocketAddr, timeout: Duration) -> WeftResult<Arc<Connection>> {
+        Connection::open_with(address, timeout, Request::Hello { protocol_version: PROTOCOL_VERSION }).await
+    }
+
+    /// As [`Connection::open`], greeting with `greeting` (`Hello` or, from
+    /// a server, `PeerHello`).
+    pub async fn open_with(address: SocketAddr, timeout: Duration, greeting: Request) -> WeftResult<Arc<Connection>> {
         let stream = tokio::time::timeout(timeout, TcpStream::connect(address))
             .await
             .map_err(|_| ErrorCode::TimedOut)?
@@ -64,7 +70,7 @@ impl Connection {
             closed,
             timeout,
         });
-        match connection.call(Request::Hello { protocol_version: PROTOCOL_VERSION }, Bulk::None).await? {
+        match connection.call(greeting, Bulk::None).await? {
             Reply::Hello { .. } => Ok(connection),
             _ => Err(ErrorCode::Protocol),
         }

@@ -41,6 +41,16 @@ pub const CONNECTION_MEMORY_BYTES_MAX: u64 =
 /// Connections one server accepts at once.
 pub const CONNECTIONS_MAX: u32 = 4096;
 
+/// Requests in flight on one peer (server-to-server) connection: admitted
+/// apart from client requests so clients cannot starve a tree operation.
+pub const PEER_REQUESTS_INFLIGHT_MAX: u32 = 256;
+
+/// Largest fan-out of a tree collective.
+pub const TREE_FANOUT_MAX: u32 = 64;
+
+/// Most handles one `ReserveDatafiles` grants or `ListReserved` returns.
+pub const RESERVE_HANDLES_MAX: u32 = 65_536;
+
 /// Longest single path component, as on Linux.
 pub const NAME_BYTES_MAX: usize = 255;
 

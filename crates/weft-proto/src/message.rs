@@ -379,6 +379,205 @@ pub enum Request {
     },
     /// This server's I/O counters.
     Counters,
+    // ---- Server-to-server and aggregate requests (appended; see ARCHITECTURE.md). ----
+    /// First request on a connection from another server: like `Hello`,
+    /// and marks the connection as a peer's (admitted separately).
+    PeerHello {
+        /// The sender's protocol version.
+        protocol_version: u16,
+        /// The sending server.
+        server_id: u32,
+    },
+    /// A tree collective: the receiver does the share of `groups[0]` (its
+    /// own) and forwards the rest along a k-nomial tree (see `weft-server::tree`).
+    Collective {
+        /// What each server does with its handles.
+        operation: CollectiveOp,
+        /// Handles per server; the first group is the receiver's.
+        groups: Vec<CollectiveGroup>,
+        /// Fan-out k (0 = the server's configured default).
+        fanout: u32,
+        /// Forwarding step at which this message was sent (0 at the root).
+        round: u32,
+    },
+    /// Aggregate create: name check, metafile and datafiles in one
+    /// transaction on the parent's server. Replies `Attributes`.
+    CreateFile {
+        /// Caller.
+        cred: Credentials,
+        /// Directory.
+        parent: Handle,
+        /// Entry name.
+        name: String,
+        /// Permission bits.
+        mode: u32,
+        /// Strip size (default: directory, then configuration).
+        strip_bytes: Option<u64>,
+        /// Stripe count (default: directory, then configuration).
+        stripe_count: Option<u32>,
+        /// Fail with `Exists` if the name exists (else reply its attributes).
+        exclusive: bool,
+    },
+    /// Attributes with datafile sizes gathered along the tree. Replies `Stat`.
+    StatFile {
+        /// Object (any kind).
+        handle: Handle,
+    },
+    /// Aggregate unlink/rmdir on the parent's server.
+    RemoveEntry {
+        /// Caller.
+        cred: Credentials,
+        /// Directory.
+        parent: Handle,
+        /// Entry name.
+        name: String,
+        /// Refuse unless the entry names this kind (directory vs. not).
+        expect_directory: Option<bool>,
+    },
+    /// Aggregate mkdir on the parent's server. Replies `Handle`.
+    MakeDirectory {
+        /// Caller.
+        cred: Credentials,
+        /// Directory.
+        parent: Handle,
+        /// Entry name.
+        name: String,
+        /// Permission bits.
+        mode: u32,
+    },
+    /// Aggregate rename, sent to the source parent's server.
+    RenameEntry {
+        /// Caller.
+        cred: Credentials,
+        /// Source directory.
+        old_parent: Handle,
+        /// Source name.
+        old_name: String,
+        /// Destination directory.
+        new_parent: Handle,
+        /// Destination name.
+        new_name: String,
+    },
+    /// Status of every server, answered by one server. Replies `StatusTable`.
+    StatFsAll,
+    /// Data server: durably creates `count` datafiles reserved for
+    /// `metadata_server`'s precreate pool. Replies `Handles`.
+    ReserveDatafiles {
+        /// The metadata server the handles are for.
+        metadata_server: u32,
+        /// How many.
+        count: u32,
+    },
+    /// Data server: datafiles still reserved for `metadata_server`. Replies `Handles`.
+    ListReserved {
+        /// The metadata server.
+        metadata_server: u32,
+    },
+    /// Data server: these reserved datafiles are now used by files of
+    /// `metadata_server`; forget their reservation.
+    ClaimReserved {
+        /// The metadata server.
+        metadata_server: u32,
+        /// Datafiles it used.
+        handles: Vec<Handle>,
+    },
+    /// One recursive-doubling step of status composition: the sender's
+    /// table; the reply is the receiver's table (`StatusEntries`).
+    ExchangeStatus {
+        /// The sender's known statuses.
+        entries: Vec<StatusEntry>,
+    },
+    /// Consistency check: a page of this server's objects with handles
+    /// above `after`. Replies `Objects`.
+    ScanObjects {
+        /// Last handle already seen (0 = start).
+        after: u64,
+        /// Most objects to return (≤ `limits::BATCH_HANDLES_MAX`).
+        max: u32,
+    },
+    /// Consistency check: a page of one bookkeeping table (1 pool,
+    /// 2 pool_used, 3 reserved, 4 reclaim). Replies `HandleRows`.
+    ScanHandleRows {
+        /// Table tag.
+        table: u8,
+        /// Last handle already seen (0 = start).
+        after: u64,
+        /// Most rows (≤ `limits::BATCH_HANDLES_MAX`).
+        max: u32,
+    },
+}
+
+/// What a consistency check needs of one object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectSummary {
+    /// Handle.
+    pub handle: Handle,
+    /// Kind.
+    pub kind: ObjectKind,
+    /// Metafile: its datafiles.
+    pub datafiles: Vec<Handle>,
+    /// Directory: its parent.
+    pub parent: Option<Handle>,
+}
+
+/// One row of the composed status table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusEntry {
+    /// The status.
+    pub status: ServerStatus,
+    /// When its server produced it (ns since the epoch, its own clock):
+    /// newer replaces older.
+    pub produced_ns: i64,
+}
+
+/// What a [`Request::Collective`] asks of each server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CollectiveOp {
+    /// Nothing (tests: tree shape and depth).
+    Ping,
+    /// Local sizes of the listed datafiles.
+    DatafileSizes,
+    /// Remove the listed objects (reclaim): metafiles queue their
+    /// datafiles on that server; missing objects count as removed.
+    RemoveObjects,
+    /// The server's status.
+    Status,
+    /// The server's counters.
+    Counters,
+}
+
+/// The handles one server works on in a collective.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CollectiveGroup {
+    /// Server.
+    pub server_id: u32,
+    /// Its handles.
+    pub handles: Vec<Handle>,
+}
+
+/// One server's share of a collective's result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CollectivePart {
+    /// Nothing to report.
+    Done,
+    /// Sizes, one per handle of the group.
+    Sizes(Vec<WeftResult<DatafileStat>>),
+    /// Removal results, one per handle of the group.
+    Removed(Vec<WeftResult<()>>),
+    /// Status.
+    Status(ServerStatus),
+    /// Counters.
+    Counters(ServerCounters),
+}
+
+/// The reduced result of a collective: one entry per server, in the order
+/// of the request's groups; a failing hop is named by its `server_id`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CollectiveResult {
+    /// Per server.
+    pub parts: Vec<(u32, WeftResult<CollectivePart>)>,
+    /// Deepest forwarding step reached below (and including) the receiver.
+    pub depth: u32,
 }
 
 /// One datatype access, as sent to each server holding any of its bytes.
@@ -433,6 +632,10 @@ pub struct ServerCounters {
     pub sieve_spans: u64,
     /// Bytes of those spans.
     pub sieve_bytes: u64,
+    /// Collectives forwarded to other servers.
+    pub collective_forwards: u64,
+    /// Deepest forwarding step of any collective this server took part in.
+    pub collective_depth_max: u64,
 }
 
 impl Request {
@@ -464,6 +667,20 @@ impl Request {
             Request::ReadDatatype { .. } => "read_datatype",
             Request::WriteDatatype { .. } => "write_datatype",
             Request::Counters => "counters",
+            Request::PeerHello { .. } => "peer_hello",
+            Request::Collective { .. } => "collective",
+            Request::CreateFile { .. } => "create_file",
+            Request::StatFile { .. } => "stat_file",
+            Request::RemoveEntry { .. } => "remove_entry",
+            Request::MakeDirectory { .. } => "make_directory",
+            Request::RenameEntry { .. } => "rename_entry",
+            Request::StatFsAll => "statfs_all",
+            Request::ReserveDatafiles { .. } => "reserve_datafiles",
+            Request::ListReserved { .. } => "list_reserved",
+            Request::ClaimReserved { .. } => "claim_reserved",
+            Request::ExchangeStatus { .. } => "exchange_status",
+            Request::ScanObjects { .. } => "scan_objects",
+            Request::ScanHandleRows { .. } => "scan_handle_rows",
         }
     }
 }
@@ -522,6 +739,25 @@ pub enum Reply {
     },
     /// A server's I/O counters.
     Counters(ServerCounters),
+    /// A collective's reduced result.
+    Collective(CollectiveResult),
+    /// Attributes with the sizes of the datafiles, in layout order.
+    Stat {
+        /// Attributes.
+        attributes: Attributes,
+        /// One per datafile of the layout.
+        sizes: Vec<DatafileStat>,
+    },
+    /// Status of every server, by server id.
+    StatusTable(Vec<ServerStatus>),
+    /// Handles (pool reservations).
+    Handles(Vec<Handle>),
+    /// A status table (status composition).
+    StatusEntries(Vec<StatusEntry>),
+    /// A page of objects (consistency check).
+    Objects(Vec<ObjectSummary>),
+    /// A page of a bookkeeping table: (handle, server id).
+    HandleRows(Vec<(Handle, u32)>),
 }
 
 /// A reply as carried on the wire.

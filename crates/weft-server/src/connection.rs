@@ -84,6 +84,7 @@ impl Connection {
 
     async fn read_loop(&self, reader: &mut BufReader<tokio::net::tcp::OwnedReadHalf>) -> Result<(), String> {
         let mut greeted = false;
+        let mut inflight_max = REQUESTS_INFLIGHT_MAX;
         loop {
             let frame = match read_frame(reader).await {
                 Ok(Some(frame)) => frame,
@@ -97,25 +98,31 @@ impl Connection {
             }
             match frame.header.kind {
                 FrameKind::Request if !greeted => {
-                    self.greet(frame).await?;
+                    inflight_max = self.greet(frame).await?;
                     greeted = true;
                 }
-                FrameKind::Request => self.dispatch(frame).await,
+                FrameKind::Request => self.dispatch(frame, inflight_max).await,
                 FrameKind::Data => self.accept_chunk(frame)?,
                 FrameKind::Credit | FrameKind::Reply => return Err("unexpected frame kind from client".into()),
             }
         }
     }
 
-    async fn greet(&self, frame: Frame) -> Result<(), String> {
+    /// Answers the greeting; returns the connection's in-flight limit
+    /// (peers, greeting with `PeerHello`, are admitted apart from clients).
+    async fn greet(&self, frame: Frame) -> Result<u32, String> {
         let request_id = frame.header.request_id;
+        let reply = Reply::Hello { protocol_version: PROTOCOL_VERSION, server_id: self.service.server_id };
         match message::decode::<Request>(&frame.body) {
             Ok(Request::Hello { protocol_version }) if protocol_version == PROTOCOL_VERSION => {
-                let reply = Reply::Hello { protocol_version: PROTOCOL_VERSION, server_id: self.service.server_id };
                 self.send_reply(request_id, Ok(reply)).await;
-                Ok(())
+                Ok(REQUESTS_INFLIGHT_MAX)
             }
-            Ok(Request::Hello { protocol_version }) => {
+            Ok(Request::PeerHello { protocol_version, .. }) if protocol_version == PROTOCOL_VERSION => {
+                self.send_reply(request_id, Ok(reply)).await;
+                Ok(limits::PEER_REQUESTS_INFLIGHT_MAX)
+            }
+            Ok(Request::Hello { protocol_version }) | Ok(Request::PeerHello { protocol_version, .. }) => {
                 self.send_reply(request_id, Err(ErrorCode::VersionMismatch)).await;
                 Err(format!("hello with protocol version {protocol_version}"))
             }
@@ -134,7 +141,7 @@ impl Connection {
         channel.try_send(frame).map_err(|_| "write window overrun".to_string())
     }
 
-    async fn dispatch(&self, frame: Frame) {
+    async fn dispatch(&self, frame: Frame, inflight_max: u32) {
         let request_id = frame.header.request_id;
         let request = match message::decode::<Request>(&frame.body) {
             Ok(request) => request,
@@ -146,7 +153,7 @@ impl Connection {
         if !frame.payload.is_empty() && !is_write {
             return self.send_reply(request_id, Err(ErrorCode::Protocol)).await;
         }
-        if self.inflight.fetch_add(1, Ordering::AcqRel) >= REQUESTS_INFLIGHT_MAX {
+        if self.inflight.fetch_add(1, Ordering::AcqRel) >= inflight_max {
             self.inflight.fetch_sub(1, Ordering::AcqRel);
             return self.send_reply(request_id, Err(ErrorCode::Busy)).await;
         }

@@ -19,6 +19,8 @@ pub struct Counters {
     regions_visited: AtomicU64,
     sieve_spans: AtomicU64,
     sieve_bytes: AtomicU64,
+    collective_forwards: AtomicU64,
+    collective_depth_max: AtomicU64,
 }
 
 impl Counters {
@@ -48,6 +50,17 @@ impl Counters {
         self.sieve_bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
+    /// Counts one collective forwarded at forwarding step `round`.
+    pub fn forward(&self, round: u32) {
+        self.collective_forwards.fetch_add(1, Ordering::Relaxed);
+        self.collective_depth_max.fetch_max(round as u64, Ordering::Relaxed);
+    }
+
+    /// Notes that this server took part in a collective at step `round`.
+    pub fn reached(&self, round: u32) {
+        self.collective_depth_max.fetch_max(round as u64, Ordering::Relaxed);
+    }
+
     /// A copy for the wire.
     pub fn snapshot(&self) -> ServerCounters {
         let kinds = self.kinds.lock().expect("counters lock");
@@ -60,6 +73,8 @@ impl Counters {
             regions_visited: self.regions_visited.load(Ordering::Relaxed),
             sieve_spans: self.sieve_spans.load(Ordering::Relaxed),
             sieve_bytes: self.sieve_bytes.load(Ordering::Relaxed),
+            collective_forwards: self.collective_forwards.load(Ordering::Relaxed),
+            collective_depth_max: self.collective_depth_max.load(Ordering::Relaxed),
         }
     }
 }

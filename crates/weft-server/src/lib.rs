@@ -14,20 +14,32 @@
 //! - [`sieve`]: the storage path of noncontiguous pieces (coalescing, sieving).
 //! - [`ranges`]: byte-range exclusion for sieving read-modify-writes.
 //! - [`counters`]: requests, bytes, syscalls and pieces, readable over the wire.
+//! - [`peers`]: connections to the other servers (servers as clients of each other).
+//! - [`tree`]: tree collectives (one-to-many requests, replies reduced on the way back).
+//! - [`aggregate`]: one-request namespace operations (create, stat, remove, mkdir, rmdir, rename, statfs).
+//! - [`pools`]: precreate pools of datafile handles on other data servers.
+//! - [`reclaim`]: the durable reclaim queue and object removal.
+//! - [`status`]: status composition by recursive doubling; placement weights.
 #![warn(missing_docs)]
 
+pub mod aggregate;
 pub mod bytestream;
 pub mod committer;
 pub mod connection;
 pub mod counters;
 pub mod namespace;
 pub mod noncontig;
+pub mod peers;
 pub mod perm;
+pub mod pools;
 pub mod ranges;
+pub mod reclaim;
 pub mod scheduler;
 pub mod service;
 pub mod sieve;
+pub mod status;
 pub mod store;
+pub mod tree;
 pub mod wal;
 
 use std::sync::Arc;
@@ -79,6 +91,7 @@ pub async fn run(config: Config, server_id: u32) -> Result<(), ServerError> {
     let listener = TcpListener::bind(&address).await.map_err(|source| ServerError::Bind { address: address.clone(), source })?;
     let service = Service::open(config, server_id).await.map_err(ServerError::Storage)?;
     tracing::info!("server {server_id} listening on {address}");
+    service.start_background();
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(ServerError::Runtime)?;
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).map_err(ServerError::Runtime)?;
     let slots = Arc::new(Semaphore::new(CONNECTIONS_MAX as usize));

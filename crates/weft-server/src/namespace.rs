@@ -16,7 +16,7 @@ use crate::store::{ObjectRecord, Writer};
 
 /// Loads a directory that a request names as a parent: a missing one is
 /// `NoEntry` (it was removed), a non-directory `NotDir`.
-fn load_dir(w: &Writer<'_>, handle: Handle) -> WeftResult<ObjectRecord> {
+pub(crate) fn load_dir(w: &Writer<'_>, handle: Handle) -> WeftResult<ObjectRecord> {
     let record = w.object(handle).map_err(|e| if e == ErrorCode::Stale { ErrorCode::NoEntry } else { e })?;
     if record.kind != ObjectKind::Directory {
         return Err(ErrorCode::NotDir);
@@ -176,7 +176,7 @@ pub fn create_dirent(
     Ok(Reply::Done)
 }
 
-fn insert_entry(
+pub(crate) fn insert_entry(
     w: &Writer<'_>,
     parent: Handle,
     dir: &mut ObjectRecord,

@@ -38,6 +38,16 @@ pub struct Service {
     pub counters: crate::counters::Counters,
     /// Byte-range exclusion for sieving writes.
     pub ranges: crate::ranges::RangeLocks,
+    /// Connections to the other servers.
+    pub peers: crate::peers::Peers,
+    /// Wakes the pool tasks (a create found a pool empty).
+    pub pool_wake: Arc<tokio::sync::Notify>,
+    /// Signalled after a pool refill.
+    pub pool_filled: tokio::sync::Notify,
+    /// Wakes the reclaim task (something was queued).
+    pub reclaim_wake: Arc<tokio::sync::Notify>,
+    /// The composed status table ([`crate::status`]).
+    pub status_table: crate::status::StatusTable,
     started: Instant,
 }
 
@@ -53,6 +63,7 @@ impl Service {
         let store = Arc::new(Store::open(&section.storage)?);
         let bytestreams = Bytestreams::open(&section.storage)?;
         let durable = config.durability.metadata_sync == MetadataSync::Commit;
+        let config_for_peers = config.clone();
         let committer = Committer::start(store.clone(), &section.storage, durable, config.durability.commit_batch_max)?;
         let service = Arc::new(Service {
             server_id,
@@ -63,6 +74,11 @@ impl Service {
             scheduler: Arc::new(Scheduler::default()),
             counters: Default::default(),
             ranges: Default::default(),
+            peers: crate::peers::Peers::new(&config_for_peers, server_id)?,
+            pool_wake: Arc::default(),
+            pool_filled: Default::default(),
+            reclaim_wake: Arc::default(),
+            status_table: crate::status::StatusTable::new(&config_for_peers),
             started: Instant::now(),
         });
         if service.config.targets_of_server(server_id).contains(&0) {
@@ -72,8 +88,36 @@ impl Service {
         Ok(service)
     }
 
+    /// Starts the background tasks: pool refills, the reclaim queue,
+    /// status composition. Not started by [`Service::open`], so tools that
+    /// open storage offline do not talk to other servers.
+    pub fn start_background(self: &Arc<Self>) {
+        self.start_pools();
+        self.start_reclaim();
+        self.start_status();
+    }
+
+    /// Runs `f` in the committer's transaction and returns its value.
+    pub async fn committer_call<T, F>(&self, f: F) -> WeftResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&crate::store::Writer<'_>) -> WeftResult<T> + Send + 'static,
+    {
+        let slot = Arc::new(std::sync::Mutex::new(None));
+        let out = slot.clone();
+        self.committer
+            .submit(Box::new(move |w, _| {
+                let value = f(w)?;
+                *out.lock().expect("result slot") = Some(value);
+                Ok(Reply::Done)
+            }))
+            .await?;
+        let value = slot.lock().expect("result slot").take();
+        value.ok_or(ErrorCode::Io)
+    }
+
     /// Checks that a handle belongs to a target this server hosts.
-    fn local(&self, handle: Handle) -> WeftResult<()> {
+    pub(crate) fn local(&self, handle: Handle) -> WeftResult<()> {
         match self.config.server_of_handle(handle) {
             Some(id) if id == self.server_id => Ok(()),
             _ => Err(ErrorCode::Stale),
@@ -93,7 +137,7 @@ impl Service {
     /// limits (one object, one page, one batch) and mostly served from
     /// redb's cache, so a hop to the blocking pool would cost more (a
     /// thread handoff per request) than it saves.
-    async fn read<T, F>(self: &Arc<Self>, f: F) -> WeftResult<T>
+    pub(crate) async fn read<T, F>(self: &Arc<Self>, f: F) -> WeftResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Service, &Reader) -> WeftResult<T> + Send + 'static,
@@ -106,7 +150,59 @@ impl Service {
     /// the connection (see [`crate::connection`]).
     pub async fn handle(self: &Arc<Self>, request: Request) -> ReplyResult {
         match request {
-            Request::Hello { .. } | Request::Read { .. } | Request::Write { .. } => Err(ErrorCode::Protocol),
+            Request::Hello { .. } | Request::PeerHello { .. } | Request::Read { .. } | Request::Write { .. } => {
+                Err(ErrorCode::Protocol)
+            }
+            Request::Collective { operation, groups, fanout, round } => {
+                Ok(Reply::Collective(crate::tree::run(self, operation, groups, fanout, round).await?))
+            }
+            Request::CreateFile { cred, parent, name, mode, strip_bytes, stripe_count, exclusive } => {
+                let args = crate::aggregate::CreateArgs { cred, parent, name, mode, strip_bytes, stripe_count, exclusive };
+                self.create_file(args).await
+            }
+            Request::StatFile { handle } => self.stat_file(handle).await,
+            Request::RemoveEntry { cred, parent, name, expect_directory } => {
+                self.remove_entry(cred, parent, name, expect_directory).await
+            }
+            Request::MakeDirectory { cred, parent, name, mode } => self.make_directory(cred, parent, name, mode).await,
+            Request::RenameEntry { cred, old_parent, old_name, new_parent, new_name } => {
+                self.rename_entry(cred, old_parent, old_name, new_parent, new_name).await
+            }
+            Request::StatFsAll => Ok(Reply::StatusTable(self.status_table().await?)),
+            Request::ReserveDatafiles { metadata_server, count } => {
+                let target_id = self.config.primary_target(self.server_id).ok_or(ErrorCode::Invalid)?;
+                self.commit(move |w, ids| crate::pools::reserve(w, ids, target_id, metadata_server, count)).await
+            }
+            Request::ListReserved { metadata_server } => {
+                self.read(move |_, r| crate::pools::list_reserved(r, metadata_server)).await
+            }
+            Request::ExchangeStatus { entries } => Ok(self.exchange_status(entries)),
+            Request::ScanObjects { after, max } => {
+                let max = max.clamp(1, limits::BATCH_HANDLES_MAX) as usize;
+                self.read(move |_, r| {
+                    let page = r.objects_after(after, max)?;
+                    let summaries = page
+                        .into_iter()
+                        .map(|(handle, record)| weft_proto::message::ObjectSummary {
+                            handle,
+                            kind: record.kind,
+                            datafiles: record.layout.map(|l| l.datafiles).unwrap_or_default(),
+                            parent: record.parent,
+                        })
+                        .collect();
+                    Ok(Reply::Objects(summaries))
+                })
+                .await
+            }
+            Request::ScanHandleRows { table, after, max } => {
+                let table = crate::store::HandleTable::from_tag(table).map_err(|_| ErrorCode::Invalid)?;
+                let max = max.clamp(1, limits::BATCH_HANDLES_MAX) as usize;
+                let Some(start) = after.checked_add(1) else { return Ok(Reply::HandleRows(Vec::new())) };
+                self.read(move |_, r| Ok(Reply::HandleRows(r.handle_rows(table, start..u64::MAX, max)?))).await
+            }
+            Request::ClaimReserved { metadata_server, handles } => {
+                self.commit(move |w, _| crate::pools::claim(w, metadata_server, &handles)).await
+            }
             Request::Ping => Ok(Reply::Done),
             Request::Lookup { cred, parent, name } => self.lookup(cred, parent, name).await,
             Request::GetAttr { handle } => {
@@ -166,7 +262,7 @@ impl Service {
         }
     }
 
-    async fn commit<F>(&self, f: F) -> ReplyResult
+    pub(crate) async fn commit<F>(&self, f: F) -> ReplyResult
     where
         F: FnOnce(&crate::store::Writer<'_>, &mut crate::committer::IdAllocator) -> ReplyResult + Send + 'static,
     {
@@ -188,7 +284,7 @@ impl Service {
         .await
     }
 
-    fn attributes(&self, reader: &Reader, handle: Handle) -> WeftResult<weft_proto::message::Attributes> {
+    pub(crate) fn attributes(&self, reader: &Reader, handle: Handle) -> WeftResult<weft_proto::message::Attributes> {
         let record = reader.object(handle)?;
         let local_size = match record.kind {
             ObjectKind::Datafile => self.bytestreams.stat(handle)?.0,
@@ -219,7 +315,7 @@ impl Service {
         .await
     }
 
-    fn datafile_stat(&self, reader: &Reader, handle: Handle) -> WeftResult<DatafileStat> {
+    pub(crate) fn datafile_stat(&self, reader: &Reader, handle: Handle) -> WeftResult<DatafileStat> {
         self.local(handle)?;
         if reader.object(handle)?.kind != ObjectKind::Datafile {
             return Err(ErrorCode::Invalid);
@@ -294,7 +390,10 @@ impl Service {
     pub async fn status(self: &Arc<Self>) -> WeftResult<ServerStatus> {
         let storage = self.config.server(self.server_id).ok_or(ErrorCode::Io)?.storage.clone();
         let (bytes_total, bytes_free) = statvfs(&storage)?;
-        let objects = self.read(|_, r| r.object_count()).await?;
+        // Datafiles reserved for precreate pools are not in use yet.
+        let objects = self
+            .read(|_, r| Ok(r.object_count()?.saturating_sub(r.handle_row_count(crate::store::HandleTable::Reserved, 0..u64::MAX)?)))
+            .await?;
         let targets = self.config.targets_of_server(self.server_id).len() as u64;
         Ok(ServerStatus {
             server_id: self.server_id,

@@ -31,6 +31,68 @@ pub const DIRENTS: TableDefinition<(u64, &str), (u64, u64, u8)> = TableDefinitio
 pub const DIRSEQ: TableDefinition<(u64, u64), &str> = TableDefinition::new("dirseq");
 /// Named counters.
 pub const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
+/// Metadata server: precreated datafiles it may use, handle → data server.
+pub const POOL: TableDefinition<u64, u32> = TableDefinition::new("pool");
+/// Metadata server: pool datafiles used by a file whose reservation the
+/// data server has not yet forgotten (claim pending), handle → data server.
+pub const POOL_USED: TableDefinition<u64, u32> = TableDefinition::new("pool_used");
+/// Data server: datafiles reserved for a metadata server's pool and not
+/// yet claimed, handle → metadata server.
+pub const RESERVED: TableDefinition<u64, u32> = TableDefinition::new("reserved");
+/// Objects to remove (the durable reclaim queue), handle → its server.
+pub const RECLAIM: TableDefinition<u64, u32> = TableDefinition::new("reclaim");
+
+/// The handle-keyed bookkeeping tables (all handle → server id).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HandleTable {
+    /// [`POOL`].
+    Pool,
+    /// [`POOL_USED`].
+    PoolUsed,
+    /// [`RESERVED`].
+    Reserved,
+    /// [`RECLAIM`].
+    Reclaim,
+}
+
+impl HandleTable {
+    /// The table's definition.
+    pub fn definition(self) -> TableDefinition<'static, u64, u32> {
+        match self {
+            HandleTable::Pool => POOL,
+            HandleTable::PoolUsed => POOL_USED,
+            HandleTable::Reserved => RESERVED,
+            HandleTable::Reclaim => RECLAIM,
+        }
+    }
+
+    /// Stable tag in the write-ahead log.
+    pub fn tag(self) -> u8 {
+        match self {
+            HandleTable::Pool => 1,
+            HandleTable::PoolUsed => 2,
+            HandleTable::Reserved => 3,
+            HandleTable::Reclaim => 4,
+        }
+    }
+
+    /// Inverse of [`HandleTable::tag`]; unknown tags are corruption.
+    pub fn from_tag(tag: u8) -> WeftResult<HandleTable> {
+        match tag {
+            1 => Ok(HandleTable::Pool),
+            2 => Ok(HandleTable::PoolUsed),
+            3 => Ok(HandleTable::Reserved),
+            4 => Ok(HandleTable::Reclaim),
+            _ => Err(ErrorCode::Io),
+        }
+    }
+}
+
+/// The handles of target `target_id`, as a key range.
+pub fn target_range(target_id: u16) -> std::ops::Range<u64> {
+    let low = (target_id as u64) << 48;
+    low..low + (1u64 << 48)
+}
 
 /// The stored form of one object.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -160,6 +222,9 @@ impl Store {
             txn.open_table(DIRENTS).map_err(storage_error)?;
             txn.open_table(DIRSEQ).map_err(storage_error)?;
             txn.open_table(COUNTERS).map_err(storage_error)?;
+            for table in [HandleTable::Pool, HandleTable::PoolUsed, HandleTable::Reserved, HandleTable::Reclaim] {
+                txn.open_table(table.definition()).map_err(storage_error)?;
+            }
         }
         txn.commit().map_err(storage_error)?;
         Ok(Store { db })
@@ -234,6 +299,52 @@ impl Reader {
         let table = self.txn.open_table(COUNTERS).map_err(storage_error)?;
         Ok(table.get(name).map_err(storage_error)?.map(|v| v.value()).unwrap_or(0))
     }
+
+    /// Rows of a handle table with keys in `range`, at most `max`.
+    pub fn handle_rows(&self, table: HandleTable, range: std::ops::Range<u64>, max: usize) -> WeftResult<Vec<(Handle, u32)>> {
+        let table = self.txn.open_table(table.definition()).map_err(storage_error)?;
+        let mut rows = Vec::new();
+        for item in table.range(range).map_err(storage_error)? {
+            let (key, value) = item.map_err(storage_error)?;
+            rows.push((Handle(key.value()), value.value()));
+            if rows.len() >= max {
+                break;
+            }
+        }
+        Ok(rows)
+    }
+
+    /// Number of rows of a handle table with keys in `range`.
+    pub fn handle_row_count(&self, table: HandleTable, range: std::ops::Range<u64>) -> WeftResult<u64> {
+        let table = self.txn.open_table(table.definition()).map_err(storage_error)?;
+        let mut count = 0;
+        for item in table.range(range).map_err(storage_error)? {
+            item.map_err(storage_error)?;
+            count += 1;
+        }
+        Ok(count)
+    }
+
+    /// The value of one row.
+    pub fn handle_row(&self, table: HandleTable, handle: Handle) -> WeftResult<Option<u32>> {
+        let table = self.txn.open_table(table.definition()).map_err(storage_error)?;
+        Ok(table.get(handle.0).map_err(storage_error)?.map(|v| v.value()))
+    }
+
+    /// Object records with handles above `after` (fsck), at most `max`.
+    pub fn objects_after(&self, after: u64, max: usize) -> WeftResult<Vec<(Handle, ObjectRecord)>> {
+        let table = self.txn.open_table(OBJECTS).map_err(storage_error)?;
+        let mut out = Vec::new();
+        let Some(start) = after.checked_add(1) else { return Ok(out) };
+        for item in table.range(start..).map_err(storage_error)? {
+            let (key, value) = item.map_err(storage_error)?;
+            out.push((Handle(key.value()), ObjectRecord::decode(value.value())?));
+            if out.len() >= max {
+                break;
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// Write helpers used inside the committer's transaction. Every change is
@@ -276,6 +387,13 @@ impl<'t> Writer<'t> {
             }
             Mutation::DeleteDirent { dir, name, sequence } => self.delete_dirent(Handle(dir), &name, sequence)?,
             Mutation::SetCounter(name, value) => self.set_counter(&name, value)?,
+            Mutation::HandleRow { table, handle, value } => {
+                let table = HandleTable::from_tag(table)?;
+                match value {
+                    Some(value) => self.put_handle_row(table, Handle(handle), value)?,
+                    None => self.delete_handle_row(table, Handle(handle))?,
+                }
+            }
         }
         self.log.borrow_mut().clear();
         Ok(())
@@ -355,6 +473,43 @@ impl<'t> Writer<'t> {
         let mut table = self.txn.open_table(COUNTERS).map_err(storage_error)?;
         table.insert(name, value).map_err(storage_error)?;
         self.record(Mutation::SetCounter(name.to_string(), value));
+        Ok(())
+    }
+
+    /// The value of one row of a handle table.
+    pub fn handle_row(&self, table: HandleTable, handle: Handle) -> WeftResult<Option<u32>> {
+        let table = self.txn.open_table(table.definition()).map_err(storage_error)?;
+        let value = table.get(handle.0).map_err(storage_error)?.map(|v| v.value());
+        Ok(value)
+    }
+
+    /// The first row of a handle table with a key in `range`.
+    pub fn first_handle_row(&self, table: HandleTable, range: std::ops::Range<u64>) -> WeftResult<Option<(Handle, u32)>> {
+        let table = self.txn.open_table(table.definition()).map_err(storage_error)?;
+        let mut rows = table.range(range).map_err(storage_error)?;
+        let first = match rows.next() {
+            None => None,
+            Some(item) => {
+                let (key, value) = item.map_err(storage_error)?;
+                Some((Handle(key.value()), value.value()))
+            }
+        };
+        Ok(first)
+    }
+
+    /// Inserts or replaces a row of a handle table.
+    pub fn put_handle_row(&self, table: HandleTable, handle: Handle, value: u32) -> WeftResult<()> {
+        let mut rows = self.txn.open_table(table.definition()).map_err(storage_error)?;
+        rows.insert(handle.0, value).map_err(storage_error)?;
+        self.record(Mutation::HandleRow { table: table.tag(), handle: handle.0, value: Some(value) });
+        Ok(())
+    }
+
+    /// Deletes a row of a handle table (absent is fine).
+    pub fn delete_handle_row(&self, table: HandleTable, handle: Handle) -> WeftResult<()> {
+        let mut rows = self.txn.open_table(table.definition()).map_err(storage_error)?;
+        rows.remove(handle.0).map_err(storage_error)?;
+        self.record(Mutation::HandleRow { table: table.tag(), handle: handle.0, value: None });
         Ok(())
     }
 }

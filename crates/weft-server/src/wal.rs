@@ -70,6 +70,16 @@ pub enum Mutation {
     },
     /// `counters[name] = value`.
     SetCounter(String, u64),
+    /// Insert (`Some(value)`) or delete (`None`) a row of one of the
+    /// handle-keyed bookkeeping tables ([`crate::store::HandleTable`]).
+    HandleRow {
+        /// Table tag ([`crate::store::HandleTable::tag`]).
+        table: u8,
+        /// Handle (key).
+        handle: u64,
+        /// Server id (value), or deletion.
+        value: Option<u32>,
+    },
 }
 
 fn io_error(err: std::io::Error) -> ErrorCode {

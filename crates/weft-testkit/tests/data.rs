@@ -23,7 +23,10 @@ fn check_model(seed: u64, strip_bytes: u64, stripe_count: u32) {
             if model.len() < end && len > 0 {
                 model.resize(end, 0);
             }
-            model[offset as usize..offset as usize + len].copy_from_slice(&data);
+            // An empty write past the end changes nothing (and must not slice past the model).
+            if len > 0 {
+                model[offset as usize..offset as usize + len].copy_from_slice(&data);
+            }
         } else {
             let mut buf = vec![0xAAu8; len];
             let n = c.read_at(&file, offset, &mut buf).unwrap();

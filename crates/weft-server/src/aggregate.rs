@@ -1,0 +1,513 @@
+//! Aggregate namespace operations: one client request each, whatever the
+//! stripe width. The server holding the parent directory does the work:
+//! local checks and writes in one committer transaction, and — only where
+//! an object lives on another server — peer calls made with nothing held.
+//!
+//! - create: name check, metafile, layout and entry in one transaction;
+//!   datafiles come from the precreate pools ([`crate::pools`]), or are
+//!   allocated directly when this server is also a data server. A data
+//!   server that is unreachable, or whose pool is empty, is skipped: the
+//!   file gets fewer stripes than asked and its layout says so; only when
+//!   no data server can give a datafile does create fail (`NoSpace`).
+//! - stat: the metafile's attributes plus datafile sizes gathered by one
+//!   `DatafileSizes` tree collective rooted here.
+//! - remove: entry, metafile and reclaim rows in one transaction; the
+//!   datafiles go later through the reclaim queue ([`crate::reclaim`]).
+//! - mkdir: one transaction when the new directory is placed here; else a
+//!   peer `CreateObject` on the chosen server, then the entry (a crash in
+//!   between leaves an unnamed directory, which fsck reports).
+//! - rmdir: one transaction when the directory is stored here (emptiness
+//!   checked against every create in it, since those commit here too);
+//!   else a peer `RemoveObject` (atomic emptiness check and removal on the
+//!   directory's server, after which creates in it fail), then the entry.
+//! - rename: one transaction when both parents are here; else the
+//!   client-driven sequence run by the server (replace at the destination,
+//!   remove at the source, move the parent pointer). A directory is never
+//!   moved under itself: the destination's parent pointers are walked to
+//!   the root first (across servers with peer `GetAttr`).
+//! - statfs: every server's status, gathered by one tree collective.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rand::Rng;
+use weft_proto::message::{
+    self, AttrChanges, CollectiveOp, CollectivePart, Credentials, DatafileStat, FileLayout, NewObject, ObjectKind,
+    Reply, ReplyResult, Request, ServerStatus,
+};
+use weft_proto::{Distribution, ErrorCode, Handle, WeftResult};
+
+use crate::committer::IdAllocator;
+use crate::namespace::{self, insert_entry, load_dir};
+use crate::perm::{self, EXEC, WRITE};
+use crate::service::{now_ns, Service};
+use crate::store::{ObjectRecord, Writer};
+
+/// Arguments of an aggregate create.
+pub struct CreateArgs {
+    /// Caller.
+    pub cred: Credentials,
+    /// Directory.
+    pub parent: Handle,
+    /// Name.
+    pub name: String,
+    /// Permission bits.
+    pub mode: u32,
+    /// Strip size override.
+    pub strip_bytes: Option<u64>,
+    /// Stripe count override.
+    pub stripe_count: Option<u32>,
+    /// Fail if the name exists.
+    pub exclusive: bool,
+}
+
+impl Service {
+    /// Data servers in the order a new file tries them: a random start
+    /// (weighted by free space when the status table knows it), then
+    /// round-robin; unreachable servers dropped.
+    fn stripe_candidates(&self) -> Vec<u32> {
+        let servers = self.config.data_servers();
+        if servers.is_empty() {
+            return servers;
+        }
+        let start = self.placement_index(&servers);
+        (0..servers.len())
+            .map(|i| servers[(start + i) % servers.len()])
+            .filter(|s| !self.is_down(*s))
+            .collect()
+    }
+
+    /// A random index into `servers`, weighted by their free space if known.
+    pub fn placement_index(&self, servers: &[u32]) -> usize {
+        let weights: Vec<u64> = servers.iter().map(|s| self.free_bytes_known(*s).unwrap_or(1).max(1)).collect();
+        let total: u64 = weights.iter().sum();
+        let mut pick = rand::rng().random_range(0..total.max(1));
+        for (index, weight) in weights.iter().enumerate() {
+            if pick < *weight {
+                return index;
+            }
+            pick -= weight;
+        }
+        0
+    }
+
+    /// Aggregate create.
+    pub async fn create_file(self: &Arc<Self>, args: CreateArgs) -> ReplyResult {
+        self.local(args.parent)?;
+        message::validate_name(&args.name)?;
+        self.await_pools(&self.config.data_servers()).await;
+        let candidates = self.stripe_candidates();
+        let this = self.clone();
+        let now = now_ns();
+        self.commit(move |w, ids| this.create_file_txn(w, ids, &args, &candidates, now)).await
+    }
+
+    fn distribution_for(&self, dir: &ObjectRecord, args: &CreateArgs) -> WeftResult<Distribution> {
+        let default = dir.default_distribution.unwrap_or(self.config.default_distribution());
+        let data_servers = self.config.data_servers().len() as u32;
+        let distribution = Distribution {
+            strip_bytes: args.strip_bytes.unwrap_or(default.strip_bytes),
+            stripe_count: args.stripe_count.unwrap_or(default.stripe_count).min(data_servers),
+        };
+        distribution.validate()?;
+        Ok(distribution)
+    }
+
+    fn create_file_txn(
+        &self,
+        w: &Writer<'_>,
+        ids: &mut IdAllocator,
+        args: &CreateArgs,
+        candidates: &[u32],
+        now: i64,
+    ) -> ReplyResult {
+        let mut dir = load_dir(w, args.parent)?;
+        perm::check(&args.cred, &dir, WRITE | EXEC)?;
+        if let Some((_, existing, kind)) = w.dirent(args.parent, &args.name)? {
+            return match (args.exclusive, kind, w.object(existing)) {
+                (false, ObjectKind::Metafile, Ok(record)) => Ok(Reply::Attributes(record.attributes(existing, 0))),
+                _ => Err(ErrorCode::Exists),
+            };
+        }
+        let mut distribution = self.distribution_for(&dir, args)?;
+        let own_target = self.config.primary_target(self.server_id).ok_or(ErrorCode::Invalid)?;
+        let metafile = ids.allocate(w, own_target)?;
+        let datafiles = self.take_datafiles(w, ids, candidates, distribution.stripe_count as usize, now)?;
+        if datafiles.is_empty() {
+            return Err(ErrorCode::NoSpace);
+        }
+        distribution.stripe_count = datafiles.len() as u32;
+        let mut record = ObjectRecord::new(ObjectKind::Metafile, args.mode, args.cred.uid, args.cred.gid, now);
+        record.layout = Some(FileLayout { distribution, datafiles });
+        w.put_object(metafile, &record)?;
+        insert_entry(w, args.parent, &mut dir, &args.name, metafile, ObjectKind::Metafile, now)?;
+        Ok(Reply::Attributes(record.attributes(metafile, 0)))
+    }
+
+    /// Up to `wanted` datafiles, one per server of `candidates` in order.
+    fn take_datafiles(
+        &self,
+        w: &Writer<'_>,
+        ids: &mut IdAllocator,
+        candidates: &[u32],
+        wanted: usize,
+        now: i64,
+    ) -> WeftResult<Vec<Handle>> {
+        let mut datafiles = Vec::with_capacity(wanted);
+        for server in candidates {
+            if datafiles.len() == wanted {
+                break;
+            }
+            let target = self.config.primary_target(*server).ok_or(ErrorCode::Invalid)?;
+            if *server == self.server_id {
+                let handle = ids.allocate(w, target)?;
+                w.put_object(handle, &ObjectRecord::new(ObjectKind::Datafile, 0o600, 0, 0, now))?;
+                datafiles.push(handle);
+            } else if let Some(handle) = crate::pools::take(w, target, *server)? {
+                datafiles.push(handle);
+            }
+        }
+        Ok(datafiles)
+    }
+
+    /// Aggregate stat: attributes plus datafile sizes along the tree.
+    pub async fn stat_file(self: &Arc<Self>, handle: Handle) -> ReplyResult {
+        self.local(handle)?;
+        let attributes = self.read(move |s, r| s.attributes(r, handle)).await?;
+        let datafiles = attributes.layout.as_ref().map(|l| l.datafiles.clone()).unwrap_or_default();
+        let sizes = if datafiles.is_empty() { Vec::new() } else { self.gather_sizes(&datafiles).await? };
+        Ok(Reply::Stat { attributes, sizes })
+    }
+
+    async fn gather_sizes(self: &Arc<Self>, datafiles: &[Handle]) -> WeftResult<Vec<DatafileStat>> {
+        let mut by_server: BTreeMap<u32, Vec<Handle>> = BTreeMap::new();
+        for handle in datafiles {
+            by_server.entry(self.config.server_of_handle(*handle).ok_or(ErrorCode::Stale)?).or_default().push(*handle);
+        }
+        let groups = crate::tree::groups_rooted_at(self.server_id, by_server);
+        let result = crate::tree::run(self, CollectiveOp::DatafileSizes, groups.clone(), 0, 0).await?;
+        let mut sizes = BTreeMap::new();
+        for (group, (_, part)) in groups.iter().zip(result.parts) {
+            match part? {
+                CollectivePart::Sizes(stats) if stats.len() == group.handles.len() => {
+                    for (handle, stat) in group.handles.iter().zip(stats) {
+                        sizes.insert(*handle, stat?);
+                    }
+                }
+                _ => return Err(ErrorCode::Protocol),
+            }
+        }
+        datafiles.iter().map(|h| sizes.get(h).copied().ok_or(ErrorCode::Protocol)).collect()
+    }
+
+    /// Local sizes of datafiles stored here (a `DatafileSizes` share).
+    pub fn local_datafile_stats(&self, handles: &[Handle]) -> WeftResult<Vec<WeftResult<DatafileStat>>> {
+        if handles.len() > weft_proto::limits::BATCH_HANDLES_MAX as usize {
+            return Err(ErrorCode::Invalid);
+        }
+        let reader = self.store.read()?;
+        Ok(handles.iter().map(|h| self.datafile_stat(&reader, *h)).collect())
+    }
+
+    /// Aggregate unlink (`expect_directory` not `Some(true)`) or rmdir.
+    pub async fn remove_entry(
+        self: &Arc<Self>,
+        cred: Credentials,
+        parent: Handle,
+        name: String,
+        expect_directory: Option<bool>,
+    ) -> ReplyResult {
+        self.local(parent)?;
+        message::validate_name(&name)?;
+        let lookup_name = name.clone();
+        let (target, kind) = self.read(move |_, r| r.dirent(parent, &lookup_name)?.ok_or(ErrorCode::NoEntry)).await?;
+        if kind == ObjectKind::Directory && expect_directory != Some(false) {
+            return self.remove_directory(cred, parent, name, target).await;
+        }
+        let this = self.clone();
+        let now = now_ns();
+        self.commit(move |w, _| {
+            let removed = namespace::remove_dirent(w, &cred, parent, &name, expect_directory, now)?;
+            if let Reply::Removed { handle, .. } = removed {
+                this.destroy_or_queue(w, handle)?;
+            }
+            Ok(Reply::Done)
+        })
+        .await?;
+        self.reclaim_wake.notify_one();
+        Ok(Reply::Done)
+    }
+
+    async fn remove_directory(self: &Arc<Self>, cred: Credentials, parent: Handle, name: String, dir: Handle) -> ReplyResult {
+        let now = now_ns();
+        let local = self.config.server_of_handle(dir) == Some(self.server_id);
+        if !local {
+            // Permission first, so a refused rmdir removes nothing.
+            let check_cred = cred.clone();
+            self.read(move |_, r| {
+                let record = r.object(parent)?;
+                perm::check(&check_cred, &record, WRITE | EXEC)
+            })
+            .await?;
+            let server = self.config.server_of_handle(dir).ok_or(ErrorCode::Stale)?;
+            match self.peers.call(server, Request::RemoveObject { handle: dir }).await {
+                Ok(_) | Err(ErrorCode::Stale) => {}
+                Err(code) => return Err(code),
+            }
+        }
+        let this = self.clone();
+        self.commit(move |w, _| {
+            match w.dirent(parent, &name)? {
+                Some((_, handle, ObjectKind::Directory)) if handle == dir => {}
+                Some(_) | None => return Err(ErrorCode::NoEntry),
+            }
+            if local {
+                let record = w.object(dir)?;
+                if record.entry_count > 0 {
+                    return Err(ErrorCode::NotEmpty);
+                }
+                perm::check(&cred, &load_dir(w, parent)?, WRITE | EXEC)?;
+                this.destroy_local(w, dir)?;
+            }
+            namespace::remove_dirent(w, &cred, parent, &name, Some(true), now)?;
+            Ok(Reply::Done)
+        })
+        .await
+    }
+
+    /// Aggregate mkdir.
+    pub async fn make_directory(self: &Arc<Self>, cred: Credentials, parent: Handle, name: String, mode: u32) -> ReplyResult {
+        self.local(parent)?;
+        message::validate_name(&name)?;
+        let servers = self.config.metadata_servers();
+        let reachable: Vec<u32> =
+            servers.iter().copied().filter(|s| !self.is_down(*s)).collect();
+        let chosen = reachable.get(self.placement_index(&reachable)).copied().unwrap_or(self.server_id);
+        let now = now_ns();
+        if chosen == self.server_id {
+            return self.commit(move |w, ids| mkdir_txn(w, ids, &cred, parent, &name, mode, now)).await;
+        }
+        let check = (cred.clone(), name.clone());
+        let default_distribution = self
+            .read(move |_, r| {
+                let record = r.object(parent).map_err(|_| ErrorCode::NoEntry)?;
+                perm::check(&check.0, &record, WRITE | EXEC)?;
+                match r.dirent(parent, &check.1)? {
+                    Some(_) => Err(ErrorCode::Exists),
+                    None => Ok(record.default_distribution),
+                }
+            })
+            .await?;
+        let target_id = self.config.primary_target(chosen).ok_or(ErrorCode::Invalid)?;
+        let object = NewObject::Directory { default_distribution, parent };
+        let request = Request::CreateObject { cred: cred.clone(), target_id, mode, object };
+        let Reply::Handle(dir) = self.peers.call(chosen, request).await? else {
+            return Err(ErrorCode::Protocol);
+        };
+        let entered = self
+            .commit(move |w, _| namespace::create_dirent(w, &cred, parent, &name, dir, ObjectKind::Directory, now))
+            .await;
+        if let Err(code) = entered {
+            // Lost a race for the name: the unnamed directory goes through the queue.
+            let this = self.clone();
+            let _ = self.commit(move |w, _| this.destroy_or_queue(w, dir).map(|_| Reply::Done)).await;
+            self.reclaim_wake.notify_one();
+            return Err(code);
+        }
+        Ok(Reply::Handle(dir))
+    }
+
+    /// Aggregate rename, at the source parent's server.
+    pub async fn rename_entry(
+        self: &Arc<Self>,
+        cred: Credentials,
+        old_parent: Handle,
+        old_name: String,
+        new_parent: Handle,
+        new_name: String,
+    ) -> ReplyResult {
+        self.local(old_parent)?;
+        message::validate_name(&old_name)?;
+        message::validate_name(&new_name)?;
+        let lookup_name = old_name.clone();
+        let (source, kind) = self.read(move |_, r| r.dirent(old_parent, &lookup_name)?.ok_or(ErrorCode::NoEntry)).await?;
+        if kind == ObjectKind::Directory && old_parent != new_parent && self.is_within(new_parent, source).await? {
+            return Err(ErrorCode::Invalid);
+        }
+        if kind == ObjectKind::Directory {
+            self.check_destination_empty(&cred, new_parent, &new_name, source).await?;
+        }
+        let now = now_ns();
+        if self.config.server_of_handle(new_parent) == Some(self.server_id) {
+            let this = self.clone();
+            let rename_cred = cred.clone();
+            self.commit(move |w, _| {
+                let replaced = namespace::rename(w, &rename_cred, old_parent, &old_name, new_parent, &new_name, now)?;
+                if let Reply::Replaced(Some((old, _))) = replaced {
+                    this.destroy_or_queue(w, old)?;
+                }
+                Ok(Reply::Done)
+            })
+            .await?;
+            self.reclaim_wake.notify_one();
+            // namespace::rename moved the parent pointer of a directory stored here.
+            let elsewhere = self.config.server_of_handle(source) != Some(self.server_id);
+            if kind == ObjectKind::Directory && old_parent != new_parent && elsewhere {
+                self.set_remote_parent(cred, source, new_parent).await?;
+            }
+            return Ok(Reply::Done);
+        }
+        self.rename_across(cred, old_parent, old_name, new_parent, new_name, source, kind).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn rename_across(
+        self: &Arc<Self>,
+        cred: Credentials,
+        old_parent: Handle,
+        old_name: String,
+        new_parent: Handle,
+        new_name: String,
+        source: Handle,
+        kind: ObjectKind,
+    ) -> ReplyResult {
+        let check_cred = cred.clone();
+        self.read(move |_, r| perm::check(&check_cred, &r.object(old_parent)?, WRITE | EXEC)).await?;
+        let destination = self.config.server_of_handle(new_parent).ok_or(ErrorCode::Stale)?;
+        let replace = Request::ReplaceDirent { cred: cred.clone(), parent: new_parent, name: new_name, target: source, kind };
+        let Reply::Replaced(replaced) = self.peers.call(destination, replace).await? else {
+            return Err(ErrorCode::Protocol);
+        };
+        let now = now_ns();
+        let this = self.clone();
+        let remove_cred = cred.clone();
+        self.commit(move |w, _| {
+            namespace::remove_dirent(w, &remove_cred, old_parent, &old_name, None, now)?;
+            if let Some((old, _)) = replaced {
+                this.destroy_or_queue(w, old)?;
+            }
+            Ok(Reply::Done)
+        })
+        .await?;
+        self.reclaim_wake.notify_one();
+        if kind == ObjectKind::Directory {
+            self.set_remote_parent(cred, source, new_parent).await?;
+        }
+        Ok(Reply::Done)
+    }
+
+    /// Points a moved directory's parent pointer at `new_parent`.
+    async fn set_remote_parent(self: &Arc<Self>, cred: Credentials, dir: Handle, new_parent: Handle) -> WeftResult<()> {
+        let changes = AttrChanges { parent: Some(new_parent), ..AttrChanges::default() };
+        let server = self.config.server_of_handle(dir).ok_or(ErrorCode::Stale)?;
+        if server == self.server_id {
+            let now = now_ns();
+            self.commit(move |w, _| namespace::set_attr(w, &cred, dir, changes, now)).await?;
+        } else {
+            self.peers.call(server, Request::SetAttr { cred, handle: dir, changes }).await?;
+        }
+        Ok(())
+    }
+
+    /// A directory replaced by a rename must be empty. One stored here is
+    /// checked again inside the transaction; one stored elsewhere only here
+    /// (as the client-driven path does: a create racing the rename can slip in).
+    async fn check_destination_empty(self: &Arc<Self>, cred: &Credentials, parent: Handle, name: &str, source: Handle) -> WeftResult<()> {
+        let server = self.config.server_of_handle(parent).ok_or(ErrorCode::Stale)?;
+        let existing = if server == self.server_id {
+            let name = name.to_string();
+            self.read(move |_, r| r.dirent(parent, &name)).await?
+        } else {
+            let lookup = Request::Lookup { cred: cred.clone(), parent, name: name.to_string() };
+            match self.peers.call(server, lookup).await {
+                Ok(Reply::Entry { handle, kind }) => Some((handle, kind)),
+                _ => None,
+            }
+        };
+        if let Some((existing, ObjectKind::Directory)) = existing {
+            let elsewhere = self.config.server_of_handle(existing) != Some(self.server_id);
+            if existing != source && elsewhere && self.remote_attributes(existing).await?.entry_count > 0 {
+                return Err(ErrorCode::NotEmpty);
+            }
+        }
+        Ok(())
+    }
+
+    async fn remote_attributes(self: &Arc<Self>, handle: Handle) -> WeftResult<message::Attributes> {
+        let server = self.config.server_of_handle(handle).ok_or(ErrorCode::Stale)?;
+        if server == self.server_id {
+            return self.read(move |s, r| s.attributes(r, handle)).await;
+        }
+        match self.peers.call(server, Request::GetAttr { handle }).await? {
+            Reply::Attributes(attributes) => Ok(attributes),
+            _ => Err(ErrorCode::Protocol),
+        }
+    }
+
+    /// Is `candidate` the directory `dir` or below it? Walks parent pointers
+    /// to the root, across servers.
+    async fn is_within(self: &Arc<Self>, candidate: Handle, dir: Handle) -> WeftResult<bool> {
+        let mut current = candidate;
+        for _ in 0..4096 {
+            if current == dir {
+                return Ok(true);
+            }
+            if current == Handle::ROOT {
+                return Ok(false);
+            }
+            current = self.remote_attributes(current).await?.parent.ok_or(ErrorCode::Io)?;
+        }
+        Err(ErrorCode::Loop)
+    }
+
+    /// Every server's status, gathered along the tree (one part per server;
+    /// a server that does not answer is left out).
+    pub async fn status_table(self: &Arc<Self>) -> WeftResult<Vec<ServerStatus>> {
+        if let Some(table) = self.composed_status() {
+            return Ok(table);
+        }
+        let by_server: BTreeMap<u32, Vec<Handle>> = self.config.servers.iter().map(|s| (s.id, Vec::new())).collect();
+        let groups = crate::tree::groups_rooted_at(self.server_id, by_server);
+        let result = crate::tree::run(self, CollectiveOp::Status, groups, 0, 0).await?;
+        let mut table: Vec<ServerStatus> = result
+            .parts
+            .into_iter()
+            .filter_map(|(_, part)| match part {
+                Ok(CollectivePart::Status(status)) => Some(status),
+                _ => None,
+            })
+            .collect();
+        table.sort_by_key(|s| s.server_id);
+        Ok(table)
+    }
+}
+
+/// mkdir when the new directory is placed on the parent's server.
+fn mkdir_txn(
+    w: &Writer<'_>,
+    ids: &mut IdAllocator,
+    cred: &Credentials,
+    parent: Handle,
+    name: &str,
+    mode: u32,
+    now: i64,
+) -> ReplyResult {
+    let mut dir = load_dir(w, parent)?;
+    perm::check(cred, &dir, WRITE | EXEC)?;
+    if w.dirent(parent, name)?.is_some() {
+        return Err(ErrorCode::Exists);
+    }
+    let target_id = ids_target(w, parent)?;
+    let mut record = ObjectRecord::new(ObjectKind::Directory, mode, cred.uid, cred.gid, now);
+    record.default_distribution = dir.default_distribution;
+    record.parent = Some(parent);
+    let handle = ids.allocate(w, target_id)?;
+    w.put_object(handle, &record)?;
+    insert_entry(w, parent, &mut dir, name, handle, ObjectKind::Directory, now)?;
+    Ok(Reply::Handle(handle))
+}
+
+/// The target of the parent: new local directories go on the same target.
+fn ids_target(_w: &Writer<'_>, parent: Handle) -> WeftResult<u16> {
+    Ok(parent.target_id())
+}

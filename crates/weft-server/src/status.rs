@@ -1,0 +1,157 @@
+//! Status composition: every server learns every server's status (space,
+//! objects, uptime) by recursive doubling, so statfs and placement are
+//! answered locally.
+//!
+//! Each period (default 500 ms, `WEFT_STATUS_PERIOD_MS`) a server refreshes
+//! its own row and runs ⌈log₂P⌉ exchange steps: in step r it swaps its whole
+//! table with the server whose index differs in bit r (skipped when that
+//! index does not exist). Rows are merged by their producer's timestamp,
+//! so after one period every row is at most one period old. A partner that
+//! does not answer within its step's deadline is skipped for that round
+//! (its last values stay). A server whose row has not advanced for the
+//! grace time (default 3 s, `WEFT_STATUS_GRACE_MS`) is reported down, and
+//! up again as soon as a newer row arrives.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use weft_config::Config;
+use weft_proto::message::{Reply, Request, ServerStatus, StatusEntry};
+
+use crate::service::{now_ns, Service};
+
+struct Row {
+    entry: StatusEntry,
+    advanced: Instant,
+}
+
+/// The composed table of one server.
+pub struct StatusTable {
+    rows: Mutex<BTreeMap<u32, Row>>,
+    servers: Vec<u32>,
+    /// Exchange period.
+    pub period: Duration,
+    /// Time without news after which a server is reported down.
+    pub grace: Duration,
+    started: Instant,
+}
+
+fn env_ms(name: &str, default: u64) -> Duration {
+    Duration::from_millis(std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default))
+}
+
+impl StatusTable {
+    /// An empty table for the servers of `config`.
+    pub fn new(config: &Config) -> StatusTable {
+        let mut servers: Vec<u32> = config.servers.iter().map(|s| s.id).collect();
+        servers.sort_unstable();
+        StatusTable {
+            rows: Mutex::new(BTreeMap::new()),
+            servers,
+            period: env_ms("WEFT_STATUS_PERIOD_MS", 500),
+            grace: env_ms("WEFT_STATUS_GRACE_MS", 3000).max(Duration::from_millis(100)),
+            started: Instant::now(),
+        }
+    }
+
+    /// Merges rows: a newer row (by producer time) replaces an older one.
+    pub fn merge(&self, entries: Vec<StatusEntry>) {
+        let mut rows = self.rows.lock().expect("status lock");
+        for entry in entries {
+            let server = entry.status.server_id;
+            if !self.servers.contains(&server) {
+                continue;
+            }
+            let newer = rows.get(&server).is_none_or(|row| row.entry.produced_ns < entry.produced_ns);
+            if newer {
+                rows.insert(server, Row { entry, advanced: Instant::now() });
+            }
+        }
+    }
+
+    /// All rows.
+    pub fn entries(&self) -> Vec<StatusEntry> {
+        self.rows.lock().expect("status lock").values().map(|row| row.entry.clone()).collect()
+    }
+
+    /// Whether `server` is reported down (no news within the grace time).
+    pub fn is_down(&self, server: u32) -> bool {
+        match self.rows.lock().expect("status lock").get(&server) {
+            Some(row) => row.advanced.elapsed() > self.grace,
+            None => self.started.elapsed() > self.grace,
+        }
+    }
+
+    /// Free bytes of `server`, if known.
+    pub fn free_bytes(&self, server: u32) -> Option<u64> {
+        self.rows.lock().expect("status lock").get(&server).map(|row| row.entry.status.bytes_free)
+    }
+
+    /// Every server's last known status, if every server is known.
+    pub fn composed(&self) -> Option<Vec<ServerStatus>> {
+        let rows = self.rows.lock().expect("status lock");
+        if rows.len() != self.servers.len() {
+            return None;
+        }
+        Some(rows.values().map(|row| row.entry.status.clone()).collect())
+    }
+}
+
+impl Service {
+    /// The composed status table, once it knows every server.
+    pub fn composed_status(&self) -> Option<Vec<ServerStatus>> {
+        self.status_table.composed()
+    }
+
+    /// Free bytes of `server` from the composed table.
+    pub fn free_bytes_known(&self, server: u32) -> Option<u64> {
+        self.status_table.free_bytes(server)
+    }
+
+    /// Whether `server` should be skipped: reported down by status
+    /// composition, or the last peer call could not reach it.
+    pub fn is_down(&self, server: u32) -> bool {
+        server != self.server_id && (self.peers.unreachable(server) || self.status_table.is_down(server))
+    }
+
+    /// Answers an exchange step: merges the sender's rows, replies with ours.
+    pub fn exchange_status(&self, entries: Vec<StatusEntry>) -> Reply {
+        self.status_table.merge(entries);
+        Reply::StatusEntries(self.status_table.entries())
+    }
+
+    /// One period: own row, then the recursive-doubling steps.
+    pub async fn status_round(self: &Arc<Self>) {
+        if let Ok(status) = self.status().await {
+            self.status_table.merge(vec![StatusEntry { status, produced_ns: now_ns() }]);
+        }
+        let servers = self.status_table.servers.clone();
+        let Some(index) = servers.iter().position(|s| *s == self.server_id) else { return };
+        let steps = usize::BITS - (servers.len().max(1) - 1).leading_zeros();
+        let step_deadline = self.status_table.period / steps.max(1);
+        for step in 0..steps {
+            let partner = index ^ (1 << step);
+            let Some(partner) = servers.get(partner).copied() else { continue };
+            let request = Request::ExchangeStatus { entries: self.status_table.entries() };
+            if let Ok(Reply::StatusEntries(entries)) = self.peers.call_within(partner, request, step_deadline).await {
+                self.status_table.merge(entries);
+            }
+        }
+    }
+
+    /// Starts status composition.
+    pub fn start_status(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                let Some(this) = weak.upgrade() else { return };
+                let period = this.status_table.period;
+                let started = tokio::time::Instant::now();
+                this.status_round().await;
+                drop(this);
+                tokio::time::sleep_until(started + period).await;
+            }
+        });
+    }
+}

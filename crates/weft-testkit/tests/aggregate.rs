@@ -1,0 +1,317 @@
+//! Aggregate (server-driven) namespace operations against real servers:
+//! one client request each, tree collectives, races, crashes, a data
+//! server down.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use weft_client::{BlockingClient, ClientOptions, CreateOptions, ErrorCode};
+use weft_proto::message::{CollectiveGroup, CollectiveOp, CollectivePart, Reply, Request};
+use weft_proto::Handle;
+use weft_testkit::{Cluster, ClusterOptions};
+
+fn requests(c: &BlockingClient, f: &dyn Fn()) -> u64 {
+    let before = c.counters();
+    f();
+    c.counters().since(&before).total_requests()
+}
+
+fn exclusive() -> CreateOptions {
+    CreateOptions { exclusive: true, ..Default::default() }
+}
+
+fn driven(cluster: &Cluster) -> BlockingClient {
+    cluster.client_with(ClientOptions { client_driven: true, ..ClientOptions::default() })
+}
+
+#[test]
+fn one_request_per_operation_whatever_the_width() {
+    for servers in [1u32, 2, 4, 8] {
+        let cluster = Cluster::start(ClusterOptions { servers, ..Default::default() });
+        let c = cluster.client();
+        let n = servers as u64;
+        let file = std::cell::RefCell::new(None);
+        assert_eq!(requests(&c, &|| *file.borrow_mut() = Some(c.create("/f", exclusive()).unwrap())), 1, "create, P={n}");
+        let handle = file.borrow().as_ref().unwrap().handle;
+        assert_eq!(file.borrow().as_ref().unwrap().layout.datafiles.len() as u64, n, "full stripe, P={n}");
+        assert_eq!(requests(&c, &|| drop(c.block_on(c.client().stat_handle(handle)).unwrap())), 1, "stat, P={n}");
+        assert_eq!(requests(&c, &|| c.rename("/f", "/g").unwrap()), 1, "rename, P={n}");
+        assert_eq!(requests(&c, &|| c.unlink("/g").unwrap()), 1, "remove, P={n}");
+        assert_eq!(requests(&c, &|| { c.mkdir("/d", 0o755).unwrap(); }), 1, "mkdir, P={n}");
+        assert_eq!(requests(&c, &|| c.rmdir("/d").unwrap()), 1, "rmdir, P={n}");
+        assert_eq!(requests(&c, &|| drop(c.statfs().unwrap())), 1, "statfs, P={n}");
+        assert_eq!(c.statfs().unwrap().servers.len() as u64, n);
+        // The client-driven path, same cluster, for comparison.
+        let d = driven(&cluster);
+        let file = std::cell::RefCell::new(None);
+        assert_eq!(requests(&d, &|| *file.borrow_mut() = Some(d.create("/f", exclusive()).unwrap())), n + 4);
+        let handle = file.borrow().as_ref().unwrap().handle;
+        assert_eq!(requests(&d, &|| drop(d.block_on(d.client().stat_handle(handle)).unwrap())), 1 + n);
+        assert_eq!(requests(&d, &|| d.unlink("/f").unwrap()), n + 3);
+        assert_eq!(requests(&d, &|| { d.mkdir("/d", 0o755).unwrap(); }), 3);
+        assert_eq!(requests(&d, &|| d.rmdir("/d").unwrap()), 4);
+        assert_eq!(requests(&d, &|| drop(d.statfs().unwrap())), n);
+    }
+}
+
+fn collective(c: &BlockingClient, root: u32, order: &[u32], fanout: u32) -> weft_proto::message::CollectiveResult {
+    let groups = order.iter().map(|s| CollectiveGroup { server_id: *s, handles: vec![] }).collect();
+    let request = Request::Collective { operation: CollectiveOp::Ping, groups, fanout, round: 0 };
+    match c.block_on(c.client().call(root, request)).unwrap() {
+        Reply::Collective(result) => result,
+        other => panic!("unexpected reply {other:?}"),
+    }
+}
+
+fn depth_max_counter(c: &BlockingClient, servers: u32) -> u64 {
+    (0..servers)
+        .map(|id| match c.block_on(c.client().call(id, Request::Counters)).unwrap() {
+            Reply::Counters(counters) => counters.collective_depth_max,
+            other => panic!("unexpected reply {other:?}"),
+        })
+        .max()
+        .unwrap()
+}
+
+#[test]
+fn tree_depth_is_ceil_log_k_of_servers() {
+    let cluster = Cluster::start(ClusterOptions { servers: 8, ..Default::default() });
+    let c = cluster.client();
+    let all: Vec<u32> = (0..8).collect();
+    // k = 3 first: 8 servers need ⌈log₃ 8⌉ = 2 steps.
+    let result = collective(&c, 0, &all, 3);
+    assert_eq!(result.depth, 2);
+    assert_eq!(result.parts.iter().map(|(s, _)| *s).collect::<Vec<_>>(), all);
+    assert!(result.parts.iter().all(|(_, p)| *p == Ok(CollectivePart::Done)));
+    assert_eq!(depth_max_counter(&c, 8), 2, "server counters");
+    // k = 2: ⌈log₂ 8⌉ = 3; ⌈log₂ 5⌉ = 3; ⌈log₂ 4⌉ = 2; ⌈log₄ 8⌉ = 2.
+    assert_eq!(collective(&c, 0, &all, 2).depth, 3);
+    assert_eq!(depth_max_counter(&c, 8), 3, "server counters");
+    assert_eq!(collective(&c, 0, &all[..5], 2).depth, 3);
+    assert_eq!(collective(&c, 0, &all[..4], 2).depth, 2);
+    assert_eq!(collective(&c, 0, &all, 4).depth, 2);
+}
+
+#[test]
+fn opposite_tree_operations_do_not_deadlock() {
+    let cluster = Arc::new(Cluster::start(ClusterOptions { servers: 8, ..Default::default() }));
+    let started = Instant::now();
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let cluster = cluster.clone();
+            std::thread::spawn(move || {
+                let c = cluster.client();
+                let mut order: Vec<u32> = (0..8).collect();
+                if t % 2 == 1 {
+                    order.reverse();
+                }
+                for _ in 0..100 {
+                    let result = collective(&c, order[0], &order, 2);
+                    assert!(result.parts.iter().all(|(_, p)| p.is_ok()));
+                }
+            })
+        })
+        .collect();
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    assert!(started.elapsed() < Duration::from_secs(60));
+}
+
+#[test]
+fn racing_creates_of_one_name_exactly_one_wins() {
+    let cluster = Arc::new(Cluster::start(ClusterOptions { servers: 4, ..Default::default() }));
+    for round in 0..5 {
+        let barrier = Arc::new(Barrier::new(8));
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let (cluster, barrier) = (cluster.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    let c = cluster.client();
+                    barrier.wait();
+                    c.create(&format!("/race{round}"), exclusive()).map(|f| f.handle)
+                })
+            })
+            .collect();
+        let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 1, "{results:?}");
+        assert!(results.iter().filter(|r| r.is_err()).all(|r| *r == Err(ErrorCode::Exists)));
+    }
+    let c = cluster.client();
+    assert_eq!(c.readdir("/").unwrap().len(), 5);
+}
+
+#[test]
+fn rmdir_racing_creates_never_leaves_an_entry_behind() {
+    let cluster = Arc::new(Cluster::start(ClusterOptions { servers: 4, ..Default::default() }));
+    let c = cluster.client();
+    for round in 0..20 {
+        let dir = format!("/d{round}");
+        c.mkdir(&dir, 0o755).unwrap();
+        let barrier = Arc::new(Barrier::new(5));
+        let creators: Vec<_> = (0..4)
+            .map(|i| {
+                let (cluster, barrier, dir) = (cluster.clone(), barrier.clone(), dir.clone());
+                std::thread::spawn(move || {
+                    let c = cluster.client();
+                    barrier.wait();
+                    c.create(&format!("{dir}/f{i}"), exclusive()).is_ok()
+                })
+            })
+            .collect();
+        barrier.wait();
+        let removed = c.rmdir(&dir);
+        let created: Vec<bool> = creators.into_iter().map(|t| t.join().unwrap()).collect();
+        match removed {
+            Ok(()) => {
+                assert!(created.iter().all(|ok| !ok), "a create succeeded in a removed directory");
+                assert_eq!(c.stat(&dir).unwrap_err(), ErrorCode::NoEntry);
+            }
+            Err(code) => {
+                assert_eq!(code, ErrorCode::NotEmpty);
+                assert!(created.iter().any(|ok| *ok));
+                assert_eq!(c.readdir(&dir).unwrap().len(), created.iter().filter(|ok| **ok).count());
+            }
+        }
+    }
+}
+
+fn all_datafiles(c: &BlockingClient, dir: &str) -> Vec<Handle> {
+    let mut handles = Vec::new();
+    for entry in c.readdir(dir).unwrap() {
+        let stat = c.stat(&format!("{dir}/{}", entry.name)).unwrap();
+        handles.extend(stat.layout.unwrap().datafiles);
+    }
+    handles
+}
+
+#[test]
+fn killed_server_during_creates_never_issues_a_handle_twice() {
+    let mut cluster = Cluster::start(ClusterOptions { servers: 4, ..Default::default() });
+    let c = cluster.client();
+    c.mkdir("/k", 0o755).unwrap();
+    let mut created = 0;
+    for round in 0..3u32 {
+        let victim = 1 + round % 3;
+        let stop = Instant::now() + Duration::from_millis(300 + 200 * round as u64);
+        while Instant::now() < stop {
+            if c.create(&format!("/k/f{created}"), exclusive()).is_ok() {
+                created += 1;
+            }
+        }
+        cluster.kill(victim);
+        // Creates go on while it is down (its metafiles and pools unreachable).
+        for _ in 0..50 {
+            if c.create(&format!("/k/f{created}"), exclusive()).is_ok() {
+                created += 1;
+            }
+        }
+        cluster.restart(victim);
+        cluster.wait_ready();
+    }
+    for _ in 0..300 {
+        c.create(&format!("/k/f{created}"), exclusive()).unwrap();
+        created += 1;
+    }
+    let handles = all_datafiles(&c, "/k");
+    let unique: BTreeSet<Handle> = handles.iter().copied().collect();
+    assert_eq!(unique.len(), handles.len(), "a datafile handle was issued twice");
+    // Nothing leaked either: reservations made before a crash were adopted.
+    let (problems, report) = fsck(&cluster, false);
+    assert_eq!(problems, 0, "{report}");
+}
+
+#[test]
+fn data_server_down_create_skips_it_and_remove_reclaims_later() {
+    let mut cluster = Cluster::start(ClusterOptions { servers: 4, ..Default::default() });
+    let c = cluster.client();
+    let before = c.create("/before", exclusive()).unwrap();
+    assert_eq!(before.layout.datafiles.len(), 4);
+    let on_victim: Vec<Handle> =
+        before.layout.datafiles.iter().copied().filter(|h| c.client().server_of(*h).unwrap() == 3).collect();
+    assert_eq!(on_victim.len(), 1);
+    cluster.kill(3);
+    // After the status grace (3 s) the servers report it down and skip it.
+    std::thread::sleep(Duration::from_millis(3800));
+    let after = c.create("/after", CreateOptions { exclusive: true, stripe_count: Some(4), ..Default::default() }).unwrap();
+    assert_eq!(after.layout.datafiles.len(), 3, "the layout records the three stripes it got");
+    assert!(after.layout.datafiles.iter().all(|h| c.client().server_of(*h).unwrap() != 3));
+    assert_eq!(after.layout.distribution.stripe_count, 3);
+    // Remove succeeds while server 3 is down; its datafile waits in the queue.
+    c.unlink("/before").unwrap();
+    cluster.restart(3);
+    cluster.wait_ready();
+    let victim = on_victim[0];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let gone = c.block_on(c.client().call(3, Request::GetAttr { handle: victim })) == Err(ErrorCode::Stale);
+        if gone {
+            break;
+        }
+        assert!(Instant::now() < deadline, "datafile on the returned server not reclaimed");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn fsck(cluster: &Cluster, repair: bool) -> (u64, String) {
+    let mut command = std::process::Command::new(weft_testkit::weft_bin());
+    command.arg("fsck").arg("--json").arg("--config").arg(&cluster.config_path);
+    if repair {
+        command.arg("--repair");
+    }
+    let output = command.output().expect("run weft fsck");
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(output.status.success(), "fsck failed: {stdout} {}", String::from_utf8_lossy(&output.stderr));
+    let summary: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    (summary["problems"].as_u64().unwrap(), stdout)
+}
+
+#[test]
+fn fsck_is_clean_after_aggregate_work_and_finds_client_driven_orphans() {
+    let cluster = Cluster::start(ClusterOptions { servers: 4, ..Default::default() });
+    let c = cluster.client();
+    c.mkdir("/w", 0o755).unwrap();
+    for i in 0..200 {
+        c.create(&format!("/w/f{i}"), exclusive()).unwrap();
+    }
+    for i in 0..100 {
+        c.unlink(&format!("/w/f{i}")).unwrap();
+    }
+    c.mkdir("/w/sub", 0o755).unwrap();
+    c.rename("/w/f150", "/w/sub/moved").unwrap();
+    c.rename("/w/f151", "/w/f152").unwrap();
+    let (problems, report) = fsck(&cluster, false);
+    assert_eq!(problems, 0, "{report}");
+    // What a client-driven create that died after its first phase leaves.
+    let request = Request::CreateObject {
+        cred: weft_proto::message::Credentials::root(),
+        target_id: cluster.config.primary_target(2).unwrap(),
+        mode: 0o644,
+        object: weft_proto::message::NewObject::Datafile,
+    };
+    let Reply::Handle(orphan) = c.block_on(c.client().call(2, request)).unwrap() else { panic!() };
+    let (problems, report) = fsck(&cluster, false);
+    assert_eq!(problems, 1, "{report}");
+    assert!(report.contains(&format!("{}", orphan.0)) || report.contains("Orphan"), "{report}");
+    fsck(&cluster, true);
+    let (problems, report) = fsck(&cluster, false);
+    assert_eq!(problems, 0, "{report}");
+}
+
+#[test]
+fn stats_collects_every_server_through_one_tree_query() {
+    let cluster = Cluster::start(ClusterOptions { servers: 4, ..Default::default() });
+    let c = cluster.client();
+    c.create("/s", exclusive()).unwrap();
+    let output = std::process::Command::new(weft_testkit::weft_bin())
+        .args(["stats", "--json", "--config"])
+        .arg(&cluster.config_path)
+        .output()
+        .expect("run weft stats");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&output.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.iter().map(|l| l["server"].as_u64().unwrap()).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+    assert!(lines.iter().all(|l| l["counters"]["kinds"].is_array()));
+    // (Each server's snapshot is taken while its forwards are in flight, so
+    // the query's own forwards may or may not be counted in it.)
+}
