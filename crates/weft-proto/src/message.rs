@@ -179,6 +179,9 @@ pub struct ServerStatus {
     pub object_ids_free: u64,
     /// Seconds since the server started.
     pub uptime_s: u64,
+    /// In a composed status table: no news from this server within the
+    /// grace time (its other fields are the last known values).
+    pub down: bool,
 }
 
 /// A request. The variant order is part of the wire format: append only.

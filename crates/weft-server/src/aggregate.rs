@@ -382,6 +382,13 @@ impl Service {
         let this = self.clone();
         let remove_cred = cred.clone();
         self.commit(move |w, _| {
+            // Check before writing: a failing operation must leave the
+            // batch's shared transaction untouched.
+            if let Some((old, ObjectKind::Directory)) = replaced {
+                if w.object(old).is_ok_and(|dir| dir.entry_count > 0) {
+                    return Err(ErrorCode::NotEmpty);
+                }
+            }
             namespace::remove_dirent(w, &remove_cred, old_parent, &old_name, None, now)?;
             if let Some((old, _)) = replaced {
                 this.destroy_or_queue(w, old)?;
@@ -424,9 +431,12 @@ impl Service {
                 _ => None,
             }
         };
+        // Checked here wherever the directory is stored: when the rename goes
+        // to another server, no transaction on that server can check a
+        // directory stored here (a replaced non-empty directory was once
+        // taken for empty that way and the source entry lost).
         if let Some((existing, ObjectKind::Directory)) = existing {
-            let elsewhere = self.config.server_of_handle(existing) != Some(self.server_id);
-            if existing != source && elsewhere && self.remote_attributes(existing).await?.entry_count > 0 {
+            if existing != source && self.remote_attributes(existing).await?.entry_count > 0 {
                 return Err(ErrorCode::NotEmpty);
             }
         }

@@ -402,6 +402,7 @@ impl Service {
             objects,
             object_ids_free: (weft_proto::handle::OBJECT_ID_MAX * targets).saturating_sub(objects),
             uptime_s: self.started.elapsed().as_secs(),
+            down: false,
         })
     }
 }

@@ -94,7 +94,12 @@ impl StatusTable {
         if rows.len() != self.servers.len() {
             return None;
         }
-        Some(rows.values().map(|row| row.entry.status.clone()).collect())
+        let rows = rows.values().map(|row| {
+            let mut status = row.entry.status.clone();
+            status.down = row.advanced.elapsed() > self.grace;
+            status
+        });
+        Some(rows.collect())
     }
 }
 

@@ -372,3 +372,33 @@ fn killed_clients_leave_nothing_for_fsck() {
     let (problems, report) = fsck(&cluster, false);
     assert_eq!(problems, 0, "seed {seed}: {report}");
 }
+
+/// The composed status table marks a killed server down after the grace
+/// time, keeps answering statfs from the others, and marks it up again
+/// once it is back. (The deadlines only bound the wait; nothing asserts
+/// on how fast it happens.)
+#[test]
+fn status_table_marks_a_server_down_and_up_again() {
+    let mut cluster = Cluster::start(ClusterOptions { servers: 3, ..Default::default() });
+    let c = cluster.client();
+    let down_flags = |c: &BlockingClient| -> Option<Vec<bool>> {
+        let status = c.statfs().ok()?;
+        (status.servers.len() == 3).then(|| status.servers.iter().map(|s| s.down).collect())
+    };
+    let wait_for = |c: &BlockingClient, wanted: Vec<bool>| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let flags = down_flags(c);
+            if flags.as_ref() == Some(&wanted) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "status table never showed {wanted:?} (last {flags:?})");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait_for(&c, vec![false, false, false]);
+    cluster.kill(2);
+    wait_for(&c, vec![false, false, true]);
+    cluster.restart(2);
+    wait_for(&c, vec![false, false, false]);
+}
