@@ -33,10 +33,10 @@ for flavour in openmpi mpich; do
   fi
   libmpi=$(libdir_of)/$libname
   gen=$out/gen/$flavour
-  python3 "$here/tools/gen_wrappers.py" "$mpicc" "$libmpi" "$gen"
+  python3 "$here/tools/gen_wrappers.py" "$mpicc" "$libmpi" "$gen" "$here/c"
   "$mpicc" -shared -fPIC -O2 -g -Wall -Wno-unused-function \
     -I"$here/c" -I"$gen" \
-    "$here/c/weft_mpiio.c" "$gen/wrappers.c" "$core" \
+    "$here"/c/*.c "$gen/wrappers.c" "$core" \
     -Wl,--version-script="$gen/exports.map" -Wl,--no-undefined \
     -lpthread -ldl -lm -lrt -lutil -lgcc_s \
     -o "$out/libweft_mpiio_$flavour.so.tmp"

@@ -10,7 +10,7 @@ untouched; a Weft handle goes to `weft_impl_<name>` when implemented
 count parameter is `long long`) and otherwise to `weft_unsupported`, which
 raises MPI_ERR_UNSUPPORTED_OPERATION. A Weft handle never reaches PMPI.
 
-usage: gen_wrappers.py MPICC LIBMPI OUT_DIR
+usage: gen_wrappers.py MPICC LIBMPI OUT_DIR C_DIR
 writes OUT_DIR/wrappers.c, OUT_DIR/exports.map, OUT_DIR/functions.txt and
 OUT_DIR/unsupported_calls.h (a test helper calling every unsupported function
 on a Weft handle with dummy arguments; see tests/c/unsupported.c).
@@ -23,21 +23,31 @@ import sys
 # Written by hand in c/weft_mpiio.c (no handle argument, or special).
 HANDWRITTEN = {"MPI_File_open", "MPI_File_delete", "MPI_File_c2f", "MPI_File_f2c",
                "MPI_File_create_errhandler"}
-# Implemented for Weft handles as weft_impl_<name> in c/weft_mpiio.c.
-IMPLEMENTED = {
-    "MPI_File_close", "MPI_File_get_size", "MPI_File_set_size", "MPI_File_preallocate",
-    "MPI_File_get_amode", "MPI_File_get_group", "MPI_File_set_info", "MPI_File_get_info",
-    "MPI_File_set_errhandler", "MPI_File_get_errhandler", "MPI_File_call_errhandler",
-    "MPI_File_get_atomicity", "MPI_File_set_atomicity", "MPI_File_sync",
-    "MPI_File_get_type_extent", "MPI_File_set_view", "MPI_File_get_view",
-    "MPI_File_seek", "MPI_File_get_position", "MPI_File_get_byte_offset",
-    "MPI_File_read", "MPI_File_write", "MPI_File_read_at", "MPI_File_write_at",
-    "MPI_File_read_all", "MPI_File_write_all", "MPI_File_read_at_all", "MPI_File_write_at_all",
-}
-# Implemented functions whose `_c` variant differs only in the count type.
-LARGE_COUNT_SHARED = {"MPI_File_read", "MPI_File_write", "MPI_File_read_at", "MPI_File_write_at",
-                      "MPI_File_read_all", "MPI_File_write_all", "MPI_File_read_at_all",
-                      "MPI_File_write_at_all"}
+# Implemented for Weft handles: every `int weft_impl_<name>(` defined in the
+# C layer's sources (c/*.c), discovered so that a new source file needs no
+# edit here.
+def implemented(c_dir):
+    found = set()
+    for entry in sorted(os.listdir(c_dir)):
+        if entry.endswith(".c"):
+            with open(os.path.join(c_dir, entry)) as f:
+                found.update(re.findall(r"^int\s+weft_impl_(MPI_File_\w+)\s*\(", f.read(), re.M))
+    return found
+
+
+def same_but_count(protos, name, base):
+    """Whether the `_c` variant `name` differs from `base` only in its count type."""
+    if base not in protos:
+        return False
+    a, b = params(protos[name][1]), params(protos[base][1])
+    if len(a) != len(b):
+        return False
+    for (ta, na, _), (tb, nb, _) in zip(a, b):
+        if na != nb:
+            return False
+        if ta != tb and not (na == "count" and ta == "MPI_Count" and tb == "int"):
+            return False
+    return True
 
 
 def exported(libmpi):
@@ -114,7 +124,8 @@ def unsupported_calls(protos, names):
 
 
 def main():
-    mpicc, libmpi, out_dir = sys.argv[1:4]
+    mpicc, libmpi, out_dir, c_dir = sys.argv[1:5]
+    IMPLEMENTED = implemented(c_dir)
     os.makedirs(out_dir, exist_ok=True)
     names = exported(libmpi)
     protos = prototypes(mpicc)
@@ -134,7 +145,7 @@ def main():
             sys.exit("cannot wrap %s (returns %s)" % (name, ret))
         args = ", ".join(n for _, n, _ in ps)
         base = name[:-2] if name.endswith("_c") else name
-        if name in IMPLEMENTED or (name.endswith("_c") and base in LARGE_COUNT_SHARED):
+        if name in IMPLEMENTED or (name.endswith("_c") and base in IMPLEMENTED and same_but_count(protos, name, base)):
             target = "weft_impl_%s(%s)" % (base, args)
             listing.append("%s implemented" % name)
             if base not in decls:

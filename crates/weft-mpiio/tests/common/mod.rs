@@ -1,0 +1,223 @@
+//! Shared harness of the MPI integration tests (each tests/*.rs is its own
+//! binary and includes this with `mod common;`): flavours, building the
+//! libraries and C programs, running one `mpirun` job with a deadline in its
+//! own process group.
+#![allow(dead_code)]
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use weft_testkit::{command_dying_with_parent, Cluster};
+
+/// Longest an MPI job may run before it is killed.
+pub const JOB_TIMEOUT: Duration = Duration::from_secs(180);
+/// Seed of the random datatypes (printed; override with WEFT_TEST_SEED).
+pub const DEFAULT_SEED: u64 = 20261122;
+
+#[derive(Clone, Copy, Debug)]
+pub enum Flavour {
+    OpenMpi,
+    Mpich,
+}
+
+impl Flavour {
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavour::OpenMpi => "openmpi",
+            Flavour::Mpich => "mpich",
+        }
+    }
+
+    pub fn mpicc(self) -> &'static str {
+        match self {
+            Flavour::OpenMpi => "mpicc",
+            Flavour::Mpich => "mpicc.mpich",
+        }
+    }
+
+    pub fn mpirun(self) -> &'static str {
+        match self {
+            Flavour::OpenMpi => "mpirun",
+            Flavour::Mpich => "mpirun.mpich",
+        }
+    }
+
+    pub fn ranks(self) -> u32 {
+        match self {
+            Flavour::OpenMpi => 4,
+            Flavour::Mpich => 2,
+        }
+    }
+}
+
+pub fn crate_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `<target>/<profile>`: the test binary lives in its `deps/`.
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    exe.parent().and_then(Path::parent).expect("profile dir").to_path_buf()
+}
+
+pub fn on_path(program: &str) -> bool {
+    Command::new("sh").args(["-c", &format!("command -v {program}")]).stdout(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+/// Whether the flavour's tests can run here (panics if required but missing).
+pub fn available(flavour: Flavour) -> bool {
+    let present = on_path(flavour.mpicc()) && on_path(flavour.mpirun()) && on_path("python3");
+    if !present {
+        assert!(std::env::var("WEFT_REQUIRE_MPI").is_err(), "{} is required but not installed", flavour.name());
+        eprintln!("skipping: {} not installed (run scripts/deps.sh)", flavour.name());
+    }
+    present
+}
+
+/// One MPI job (and its cluster) at a time on a 2-core machine.
+pub fn exclusive() -> MutexGuard<'static, ()> {
+    static JOBS: Mutex<()> = Mutex::new(());
+    JOBS.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+pub fn library(flavour: Flavour) -> PathBuf {
+    static BUILT: OnceLock<Result<(), String>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let out = Command::new(crate_dir().join("build-so.sh"))
+            .arg(profile_dir())
+            .env("WEFT_MPIIO_CORE", current_core())
+            .output()
+            .map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!("build-so.sh failed:\n{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+        }
+    });
+    if let Err(message) = built {
+        panic!("{message}");
+    }
+    let path = profile_dir().join("mpiio").join(format!("libweft_mpiio_{}.so", flavour.name()));
+    assert!(path.exists(), "{} missing", path.display());
+    path
+}
+
+/// The static Rust core `cargo test` built for this run: the newest
+/// `deps/libweft_mpiio-*.a` (`cargo test` does not refresh the
+/// `libweft_mpiio.a` that `cargo build` leaves in the profile directory).
+pub fn current_core() -> PathBuf {
+    let deps = profile_dir().join("deps");
+    let newest = std::fs::read_dir(&deps)
+        .expect("deps dir")
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            name.starts_with("libweft_mpiio-") && name.ends_with(".a")
+        })
+        .max_by_key(|path| std::fs::metadata(path).and_then(|m| m.modified()).ok());
+    newest.unwrap_or_else(|| profile_dir().join("libweft_mpiio.a"))
+}
+
+/// Compiles tests/c/<name>.c with the flavour's mpicc (plain MPI program).
+pub fn program(flavour: Flavour, name: &str) -> PathBuf {
+    let dir = profile_dir().join("mpiio").join("tests");
+    std::fs::create_dir_all(&dir).expect("program dir");
+    let binary = dir.join(format!("{name}.{}", flavour.name()));
+    let source = crate_dir().join("tests").join("c").join(format!("{name}.c"));
+    // The flavour's generated headers (unsupported_calls.h) come with the library.
+    library(flavour);
+    let generated = profile_dir().join("mpiio").join("gen").join(flavour.name());
+    let out = Command::new(flavour.mpicc())
+        .arg("-I")
+        .arg(&generated)
+        .args(["-O1", "-Wall", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .arg("-ldl")
+        .output()
+        .expect("run mpicc");
+    assert!(out.status.success(), "compiling {name}: {}", String::from_utf8_lossy(&out.stderr));
+    binary
+}
+
+/// Output of a finished job.
+pub struct JobOutput {
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `program args` on the flavour's ranks with the library preloaded;
+/// panics on failure or timeout, after killing the job's process group.
+pub fn run_job(flavour: Flavour, program: &Path, args: &[&str], config: Option<&Path>, romio: bool) -> JobOutput {
+    let logs = tempfile::tempdir().expect("log dir");
+    let (out_path, err_path) = (logs.path().join("stdout"), logs.path().join("stderr"));
+    let library = library(flavour);
+    let mut command = command_dying_with_parent(Path::new(flavour.mpirun()));
+    command.process_group(0).stdin(Stdio::null());
+    command.stdout(std::fs::File::create(&out_path).expect("stdout file"));
+    command.stderr(std::fs::File::create(&err_path).expect("stderr file"));
+    command.args(["-np", &flavour.ranks().to_string()]);
+    match flavour {
+        Flavour::OpenMpi => {
+            command.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+            command.env("OMPI_MCA_rmaps_base_oversubscribe", "1");
+            if romio {
+                command.args(["--mca", "io", "romio321"]);
+            }
+            command.arg("-x").arg(format!("LD_PRELOAD={}", library.display()));
+            if let Some(config) = config {
+                command.arg("-x").arg(format!("WEFT_CONFIG={}", config.display()));
+            }
+        }
+        Flavour::Mpich => {
+            // Hydra forwards the environment (and is itself preloaded:
+            // the library must do nothing at load time).
+            command.env("LD_PRELOAD", &library);
+            if let Some(config) = config {
+                command.env("WEFT_CONFIG", config);
+            }
+        }
+    }
+    command.arg(program).args(args);
+    let mut child = command.spawn().expect("spawn mpirun");
+    let group = child.id() as i32;
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait mpirun") {
+            break Some(status);
+        }
+        if start.elapsed() > JOB_TIMEOUT {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // SAFETY: signalling the process group this test created; ranks and
+    // daemons left behind die with it.
+    unsafe { libc::kill(-group, libc::SIGKILL) };
+    let _ = child.kill();
+    let _ = child.wait();
+    let output = JobOutput {
+        stdout: std::fs::read_to_string(&out_path).unwrap_or_default(),
+        stderr: std::fs::read_to_string(&err_path).unwrap_or_default(),
+    };
+    match status {
+        Some(status) if status.success() => output,
+        Some(status) => panic!("{} job failed ({status}):\n{}\n{}", flavour.name(), output.stdout, output.stderr),
+        None => panic!("{} job timed out after {JOB_TIMEOUT:?}:\n{}\n{}", flavour.name(), output.stdout, output.stderr),
+    }
+}
+
+
+pub fn weft_file_bytes(cluster: &Cluster, path: &str) -> Vec<u8> {
+    let client = cluster.client();
+    let file = client.open(path, weft_client::access::READ).unwrap_or_else(|e| panic!("open {path}: {e:?}"));
+    let size = client.file_size(&file).expect("size");
+    let mut bytes = vec![0u8; size as usize];
+    let got = client.read_at(&file, 0, &mut bytes).expect("read");
+    bytes.truncate(got);
+    bytes
+}
