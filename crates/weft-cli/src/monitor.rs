@@ -1,6 +1,9 @@
 //! `weft stats`: every server's counters, collected by ONE tree collective
 //! (`CollectiveOp::Counters`) sent to one server, which forwards it along
-//! the tree and returns the reduced per-server results.
+//! the tree and returns the reduced per-server results. Text output shows
+//! per request kind the count, bytes and p50/p99 service time (upper
+//! bounds of the log2 histogram buckets); `--json` prints everything,
+//! histograms included.
 
 use std::path::PathBuf;
 
@@ -52,7 +55,15 @@ fn print(parts: Vec<(u32, weft_proto::WeftResult<CollectivePart>)>, as_json: boo
                 println!("server {server}: syscalls {} regions {} sieve_spans {} collectives_forwarded {}",
                     counters.syscalls, counters.regions_visited, counters.sieve_spans, counters.collective_forwards);
                 for kind in counters.kinds {
-                    println!("  {:<20} {:>12} requests {:>16} bytes", kind.kind, kind.requests, kind.bytes);
+                    let quantile = |q: f64| kind.latency_quantile_us(q).map_or("-".to_string(), |us| format!("<{us}"));
+                    println!(
+                        "  {:<20} {:>12} requests {:>16} bytes  latency µs p50 {:>8} p99 {:>8}",
+                        kind.kind,
+                        kind.requests,
+                        kind.bytes,
+                        quantile(0.5),
+                        quantile(0.99)
+                    );
                 }
             }
             Ok(_) => println!("server {server}: unexpected part"),

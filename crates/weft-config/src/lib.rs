@@ -26,6 +26,9 @@ pub struct Config {
     /// Thread counts.
     #[serde(default)]
     pub threads: ThreadsSection,
+    /// Server-to-server cooperation: trees, status exchange, pools.
+    #[serde(default)]
+    pub collectives: CollectivesSection,
     /// The servers.
     #[serde(rename = "server")]
     pub servers: Vec<ServerSection>,
@@ -129,6 +132,54 @@ impl Default for ThreadsSection {
     }
 }
 
+/// `[collectives]`: how servers cooperate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectivesSection {
+    /// Fan-out degree k of server trees (a collective over P servers takes
+    /// ⌈log_k P⌉ forwarding steps).
+    #[serde(default = "default_tree_fanout")]
+    pub tree_fanout: u32,
+    /// Period of the status exchange (recursive doubling), milliseconds.
+    #[serde(default = "default_status_period_ms")]
+    pub status_period_ms: u64,
+    /// A server whose status has not advanced for this long is reported
+    /// down, milliseconds.
+    #[serde(default = "default_status_grace_ms")]
+    pub status_grace_ms: u64,
+    /// Datafile handles one precreate-pool refill reserves on a data server
+    /// (a pool is refilled when it holds fewer than this many).
+    #[serde(default = "default_pool_batch")]
+    pub pool_batch: u32,
+}
+
+fn default_tree_fanout() -> u32 {
+    2
+}
+
+fn default_status_period_ms() -> u64 {
+    500
+}
+
+fn default_status_grace_ms() -> u64 {
+    3000
+}
+
+fn default_pool_batch() -> u32 {
+    256
+}
+
+impl Default for CollectivesSection {
+    fn default() -> Self {
+        CollectivesSection {
+            tree_fanout: default_tree_fanout(),
+            status_period_ms: default_status_period_ms(),
+            status_grace_ms: default_status_grace_ms(),
+            pool_batch: default_pool_batch(),
+        }
+    }
+}
+
 /// What a server does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -152,6 +203,12 @@ pub struct ServerSection {
     pub roles: Vec<Role>,
     /// Storage directory.
     pub storage: PathBuf,
+    /// Capacity limit in bytes of this server's datafiles: when set, the
+    /// server reports it as its total space (free = limit − bytes its
+    /// datafiles occupy), placement weighs it, and writes fail with ENOSPC
+    /// once the limit is reached. Unset: the local file system's space.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_bytes: Option<u64>,
 }
 
 fn default_roles() -> Vec<Role> {
@@ -276,6 +333,22 @@ impl Config {
         if d.stripe_count as usize > self.data_servers().len() {
             return Err(("distribution.stripe_count".into(), "more than the number of data servers".into()));
         }
+        let c = &self.collectives;
+        if !(2..=weft_proto::limits::TREE_FANOUT_MAX).contains(&c.tree_fanout) {
+            return Err((
+                "collectives.tree_fanout".into(),
+                format!("must be 2..={}", weft_proto::limits::TREE_FANOUT_MAX),
+            ));
+        }
+        if c.status_period_ms < 10 {
+            return Err(("collectives.status_period_ms".into(), "must be at least 10".into()));
+        }
+        if c.status_grace_ms < 2 * c.status_period_ms {
+            return Err(("collectives.status_grace_ms".into(), "must be at least twice status_period_ms".into()));
+        }
+        if !(1..=65_536).contains(&c.pool_batch) {
+            return Err(("collectives.pool_batch".into(), "must be 1..=65536".into()));
+        }
         if self.threads.network == 0 || self.threads.io == 0 {
             return Err(("threads".into(), "thread counts must be at least 1".into()));
         }
@@ -363,6 +436,7 @@ pub fn generate(options: &GenOptions) -> Config {
             address: format!("{}:{}", options.host, options.base_port as u32 + id),
             roles: default_roles(),
             storage: options.root.join(format!("server-{id}")),
+            capacity_bytes: None,
         })
         .collect();
     let targets = (0..options.servers).map(|id| TargetSection { id: id as u16, server: id }).collect();
@@ -371,6 +445,7 @@ pub fn generate(options: &GenOptions) -> Config {
         distribution: DistributionSection::default(),
         durability: DurabilitySection { metadata_sync: options.metadata_sync, ..DurabilitySection::default() },
         threads: ThreadsSection::default(),
+        collectives: CollectivesSection::default(),
         servers,
         targets,
     }
@@ -456,5 +531,35 @@ mod tests {
         let text = sample().replace("id = 0\nserver = 0", "id = 9\nserver = 0");
         let err = Config::parse(&text, "x.toml").unwrap_err().to_string();
         assert!(err.contains("target"), "{err}");
+    }
+
+    #[test]
+    fn collectives_settings_parse_and_are_checked() {
+        let defaults = Config::parse(&sample(), "x.toml").unwrap().collectives;
+        assert_eq!(defaults, CollectivesSection::default());
+        assert_eq!((defaults.tree_fanout, defaults.status_period_ms, defaults.status_grace_ms), (2, 500, 3000));
+        let text = sample()
+            .replace("tree_fanout = 2", "tree_fanout = 4")
+            .replace("status_period_ms = 500", "status_period_ms = 200")
+            .replace("status_grace_ms = 3000", "status_grace_ms = 1000")
+            .replace("pool_batch = 256", "pool_batch = 64");
+        let config = Config::parse(&text, "x.toml").unwrap();
+        assert_eq!(config.collectives.tree_fanout, 4);
+        assert_eq!(config.collectives.pool_batch, 64);
+        let bad = text.replace("tree_fanout = 4", "tree_fanout = 1");
+        let err = Config::parse(&bad, "x.toml").unwrap_err().to_string();
+        assert!(err.contains("collectives.tree_fanout"), "{err}");
+        let bad = text.replace("status_grace_ms = 1000", "status_grace_ms = 300");
+        let err = Config::parse(&bad, "x.toml").unwrap_err().to_string();
+        assert!(err.contains("collectives.status_grace_ms"), "{err}");
+    }
+
+    #[test]
+    fn capacity_limit_is_optional_per_server() {
+        let text = sample().replacen("storage = \"/tmp/w/server-1\"", "storage = \"/tmp/w/server-1\"\ncapacity_bytes = 1048576", 1);
+        let config = Config::parse(&text, "x.toml").unwrap();
+        assert_eq!(config.server(1).unwrap().capacity_bytes, Some(1 << 20));
+        assert_eq!(config.server(0).unwrap().capacity_bytes, None);
+        assert!(Config::parse(&config.to_toml(), "y.toml").is_ok());
     }
 }

@@ -620,6 +620,35 @@ pub struct KindTally {
     pub requests: u64,
     /// Data bytes moved.
     pub bytes: u64,
+    /// Service-time histogram (from the request's arrival to its reply
+    /// being queued): entry i counts requests that took less than 2^i µs
+    /// and at least 2^(i-1) µs (entry 0: under 1 µs); the last entry also
+    /// holds everything slower. [`LATENCY_BUCKETS`] entries.
+    pub latency_log2_us: Vec<u64>,
+}
+
+/// Entries of [`KindTally::latency_log2_us`] (the last is ≥ 2^22 µs ≈ 4 s).
+pub const LATENCY_BUCKETS: usize = 24;
+
+impl KindTally {
+    /// The service time below which `quantile` (0..=1) of the requests
+    /// fall, as the upper bound of its histogram bucket in µs (None if the
+    /// histogram is empty).
+    pub fn latency_quantile_us(&self, quantile: f64) -> Option<u64> {
+        let total: u64 = self.latency_log2_us.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let rank = ((total as f64) * quantile.clamp(0.0, 1.0)).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (bucket, count) in self.latency_log2_us.iter().enumerate() {
+            seen += count;
+            if seen >= rank {
+                return Some(1u64 << bucket);
+            }
+        }
+        Some(1u64 << (self.latency_log2_us.len() - 1))
+    }
 }
 
 /// A server's I/O counters since it started.

@@ -5,11 +5,17 @@
 //! Positioned I/O with `std::fs` (`pread`/`pwrite`); callers run these on
 //! the blocking thread pool. A datafile that was never written has no file:
 //! it reads as empty and has size 0.
+//!
+//! A server configured with `capacity_bytes` measures the space its
+//! datafiles occupy (once per status period, [`Bytestreams::measure_used`])
+//! and refuses writes with ENOSPC while that measure is at the limit.
 
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use weft_proto::{ErrorCode, Handle, WeftResult};
 
@@ -17,6 +23,10 @@ use weft_proto::{ErrorCode, Handle, WeftResult};
 #[derive(Clone, Debug)]
 pub struct Bytestreams {
     root: PathBuf,
+    /// Configured capacity limit, if any.
+    capacity: Option<u64>,
+    /// Bytes the datafiles occupied at the last measurement.
+    used: Arc<AtomicU64>,
 }
 
 fn io_error(err: std::io::Error) -> ErrorCode {
@@ -24,11 +34,46 @@ fn io_error(err: std::io::Error) -> ErrorCode {
 }
 
 impl Bytestreams {
-    /// Uses (and creates) `storage/data`.
-    pub fn open(storage: &Path) -> WeftResult<Bytestreams> {
+    /// Uses (and creates) `storage/data`; `capacity` limits the bytes its
+    /// datafiles may occupy.
+    pub fn open(storage: &Path, capacity: Option<u64>) -> WeftResult<Bytestreams> {
         let root = storage.join("data");
         std::fs::create_dir_all(&root).map_err(io_error)?;
-        Ok(Bytestreams { root })
+        let bytestreams = Bytestreams { root, capacity, used: Arc::new(AtomicU64::new(0)) };
+        if capacity.is_some() {
+            bytestreams.measure_used()?;
+        }
+        Ok(bytestreams)
+    }
+
+    /// The configured capacity limit.
+    pub fn capacity(&self) -> Option<u64> {
+        self.capacity
+    }
+
+    /// Walks the datafiles and records (and returns) the bytes they occupy
+    /// (allocated blocks, so holes are free). Blocking.
+    pub fn measure_used(&self) -> WeftResult<u64> {
+        let mut used = 0u64;
+        for shard in std::fs::read_dir(&self.root).map_err(io_error)? {
+            let shard = shard.map_err(io_error)?;
+            let Ok(files) = std::fs::read_dir(shard.path()) else { continue };
+            for file in files.flatten() {
+                if let Ok(meta) = file.metadata() {
+                    used = used.saturating_add(meta.blocks() * 512);
+                }
+            }
+        }
+        self.used.store(used, Ordering::Relaxed);
+        Ok(used)
+    }
+
+    /// ENOSPC while the last measured usage is at the capacity limit.
+    pub fn check_space(&self) -> WeftResult<()> {
+        match self.capacity {
+            Some(limit) if self.used.load(Ordering::Relaxed) >= limit => Err(ErrorCode::NoSpace),
+            _ => Ok(()),
+        }
     }
 
     /// Path of a datafile's local file.
@@ -83,6 +128,7 @@ impl Bytestreams {
 
     /// Writes all of `data` at `offset`, creating the file on first write.
     pub fn write_at(&self, handle: Handle, offset: u64, data: &[u8]) -> WeftResult<()> {
+        self.check_space()?;
         let file = self.open_for_write(handle)?;
         file.write_all_at(data, offset).map_err(io_error)
     }

@@ -163,6 +163,7 @@ impl Connection {
             uploads: self.uploads.clone(),
             inflight: self.inflight.clone(),
             request_id,
+            arrived: std::time::Instant::now(),
         };
         let chunks = is_write.then(|| {
             let (sender, receiver) = mpsc::channel(WRITE_WINDOW_CHUNKS as usize);
@@ -180,6 +181,8 @@ struct RequestTask {
     uploads: Uploads,
     inflight: Arc<AtomicU32>,
     request_id: u64,
+    /// When the request was decoded (start of its service time).
+    arrived: std::time::Instant,
 }
 
 impl RequestTask {
@@ -206,6 +209,7 @@ impl RequestTask {
         }
         self.uploads.lock().expect("uploads lock").remove(&self.request_id);
         let _ = self.outgoing.send(reply_frame(self.request_id, &reply)).await;
+        self.service.counters.latency(kind, self.arrived.elapsed());
         self.inflight.fetch_sub(1, Ordering::AcqRel);
     }
 

@@ -1,5 +1,6 @@
-//! Server-side I/O counters: requests and data bytes per request kind,
-//! datafile syscalls, noncontiguous pieces walked and sieving done.
+//! Server-side counters: requests, data bytes and a service-time histogram
+//! (log2 µs buckets) per request kind, datafile syscalls, noncontiguous
+//! pieces walked, sieving done and collective forwarding.
 //!
 //! Read through `Request::Counters`, so tests and benchmarks can show what a
 //! server did for an access (for example that 8-byte regions did not cost a
@@ -9,12 +10,28 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use weft_proto::message::{KindTally, ServerCounters};
+use std::time::Duration;
+
+use weft_proto::message::{KindTally, ServerCounters, LATENCY_BUCKETS};
+
+/// Requests, bytes and latency histogram of one request kind.
+#[derive(Debug, Default)]
+struct Tally {
+    requests: u64,
+    bytes: u64,
+    latency: [u64; LATENCY_BUCKETS],
+}
+
+/// The histogram bucket of a service time (see `KindTally::latency_log2_us`).
+pub fn latency_bucket(elapsed: Duration) -> usize {
+    let micros = elapsed.as_micros().min(u64::MAX as u128) as u64;
+    ((u64::BITS - micros.leading_zeros()) as usize).min(LATENCY_BUCKETS - 1)
+}
 
 /// The counters of one server.
 #[derive(Debug, Default)]
 pub struct Counters {
-    kinds: Mutex<BTreeMap<&'static str, (u64, u64)>>,
+    kinds: Mutex<BTreeMap<&'static str, Tally>>,
     syscalls: AtomicU64,
     regions_visited: AtomicU64,
     sieve_spans: AtomicU64,
@@ -26,12 +43,17 @@ pub struct Counters {
 impl Counters {
     /// Counts one request of `kind`.
     pub fn request(&self, kind: &'static str) {
-        self.kinds.lock().expect("counters lock").entry(kind).or_default().0 += 1;
+        self.kinds.lock().expect("counters lock").entry(kind).or_default().requests += 1;
     }
 
     /// Adds data bytes moved by a request of `kind`.
     pub fn bytes(&self, kind: &'static str, bytes: u64) {
-        self.kinds.lock().expect("counters lock").entry(kind).or_default().1 += bytes;
+        self.kinds.lock().expect("counters lock").entry(kind).or_default().bytes += bytes;
+    }
+
+    /// Records the service time of one request of `kind`.
+    pub fn latency(&self, kind: &'static str, elapsed: Duration) {
+        self.kinds.lock().expect("counters lock").entry(kind).or_default().latency[latency_bucket(elapsed)] += 1;
     }
 
     /// Counts `n` datafile `pread`/`pwrite` calls.
@@ -67,7 +89,12 @@ impl Counters {
         ServerCounters {
             kinds: kinds
                 .iter()
-                .map(|(kind, (requests, bytes))| KindTally { kind: kind.to_string(), requests: *requests, bytes: *bytes })
+                .map(|(kind, tally)| KindTally {
+                    kind: kind.to_string(),
+                    requests: tally.requests,
+                    bytes: tally.bytes,
+                    latency_log2_us: tally.latency.to_vec(),
+                })
                 .collect(),
             syscalls: self.syscalls.load(Ordering::Relaxed),
             regions_visited: self.regions_visited.load(Ordering::Relaxed),
@@ -76,5 +103,28 @@ impl Counters {
             collective_forwards: self.collective_forwards.load(Ordering::Relaxed),
             collective_depth_max: self.collective_depth_max.load(Ordering::Relaxed),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_log2_microseconds() {
+        assert_eq!(latency_bucket(Duration::from_nanos(500)), 0);
+        assert_eq!(latency_bucket(Duration::from_micros(1)), 1);
+        assert_eq!(latency_bucket(Duration::from_micros(3)), 2);
+        assert_eq!(latency_bucket(Duration::from_micros(1000)), 10);
+        assert_eq!(latency_bucket(Duration::from_secs(3600)), LATENCY_BUCKETS - 1);
+        let counters = Counters::default();
+        counters.request("stat");
+        counters.latency("stat", Duration::from_micros(100));
+        counters.latency("stat", Duration::from_micros(5000));
+        let tally = counters.snapshot().kinds.remove(0);
+        assert_eq!(tally.latency_log2_us.len(), LATENCY_BUCKETS);
+        assert_eq!(tally.latency_log2_us.iter().sum::<u64>(), 2);
+        assert_eq!(tally.latency_quantile_us(0.5), Some(128));
+        assert_eq!(tally.latency_quantile_us(1.0), Some(8192));
     }
 }

@@ -230,6 +230,7 @@ impl Link<'_> {
         }
         let _guard = self.service.scheduler.shared(handle).await;
         self.service.check_datafile(handle).await?;
+        self.service.bytestreams.check_space()?;
         let path = self.service.bytestreams.path(handle);
         let file = Arc::new(blocking(move || sieve::open_write(&path)).await?);
         let mut received = 0u64;

@@ -35,10 +35,6 @@ use crate::committer::IdAllocator;
 use crate::service::{now_ns, Service};
 use crate::store::{target_range, HandleTable, ObjectRecord, Reader, Writer};
 
-/// Handles asked for per reservation.
-pub const POOL_BATCH: u32 = 256;
-/// A pool is refilled when it holds fewer than this.
-pub const POOL_LOW_WATER: u64 = POOL_BATCH as u64;
 /// Period of the refill/claim loop.
 const POOL_PERIOD: Duration = Duration::from_millis(200);
 /// Claims sent per request.
@@ -151,10 +147,10 @@ impl Service {
     }
 
     async fn refill(self: &Arc<Self>, data_server: u32) -> WeftResult<()> {
-        if self.pool_size(data_server)? >= POOL_LOW_WATER {
+        if self.pool_size(data_server)? >= u64::from(self.config.collectives.pool_batch) {
             return Ok(());
         }
-        let request = Request::ReserveDatafiles { metadata_server: self.server_id, count: POOL_BATCH };
+        let request = Request::ReserveDatafiles { metadata_server: self.server_id, count: self.config.collectives.pool_batch.min(RESERVE_HANDLES_MAX) };
         let Reply::Handles(handles) = self.peers.call(data_server, request).await? else {
             return Err(ErrorCode::Protocol);
         };

@@ -61,7 +61,7 @@ impl Service {
     pub async fn open(config: Config, server_id: u32) -> WeftResult<Arc<Service>> {
         let section = config.server(server_id).ok_or(ErrorCode::Invalid)?.clone();
         let store = Arc::new(Store::open(&section.storage)?);
-        let bytestreams = Bytestreams::open(&section.storage)?;
+        let bytestreams = Bytestreams::open(&section.storage, section.capacity_bytes)?;
         let durable = config.durability.metadata_sync == MetadataSync::Commit;
         let config_for_peers = config.clone();
         let committer = Committer::start(store.clone(), &section.storage, durable, config.durability.commit_batch_max)?;
@@ -389,7 +389,13 @@ impl Service {
     /// This server's status.
     pub async fn status(self: &Arc<Self>) -> WeftResult<ServerStatus> {
         let storage = self.config.server(self.server_id).ok_or(ErrorCode::Io)?.storage.clone();
-        let (bytes_total, bytes_free) = statvfs(&storage)?;
+        let (mut bytes_total, mut bytes_free) = statvfs(&storage)?;
+        if let Some(limit) = self.bytestreams.capacity() {
+            let bytestreams = self.bytestreams.clone();
+            let used = tokio::task::spawn_blocking(move || bytestreams.measure_used()).await.map_err(|_| ErrorCode::Io)??;
+            bytes_total = limit;
+            bytes_free = limit.saturating_sub(used).min(bytes_free);
+        }
         // Datafiles reserved for precreate pools are not in use yet.
         let objects = self
             .read(|_, r| Ok(r.object_count()?.saturating_sub(r.handle_row_count(crate::store::HandleTable::Reserved, 0..u64::MAX)?)))

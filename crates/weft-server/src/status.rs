@@ -2,14 +2,16 @@
 //! objects, uptime) by recursive doubling, so statfs and placement are
 //! answered locally.
 //!
-//! Each period (default 500 ms, `WEFT_STATUS_PERIOD_MS`) a server refreshes
+//! Each period (`[collectives] status_period_ms`, default 500 ms; the
+//! environment variable `WEFT_STATUS_PERIOD_MS` overrides it) a server refreshes
 //! its own row and runs ⌈log₂P⌉ exchange steps: in step r it swaps its whole
 //! table with the server whose index differs in bit r (skipped when that
 //! index does not exist). Rows are merged by their producer's timestamp,
 //! so after one period every row is at most one period old. A partner that
 //! does not answer within its step's deadline is skipped for that round
 //! (its last values stay). A server whose row has not advanced for the
-//! grace time (default 3 s, `WEFT_STATUS_GRACE_MS`) is reported down, and
+//! grace time (`status_grace_ms`, default 3 s; `WEFT_STATUS_GRACE_MS`
+//! overrides) is reported down, and
 //! up again as soon as a newer row arrives.
 
 use std::collections::BTreeMap;
@@ -37,6 +39,7 @@ pub struct StatusTable {
     started: Instant,
 }
 
+/// `name` from the environment if set and valid, else `default` milliseconds.
 fn env_ms(name: &str, default: u64) -> Duration {
     Duration::from_millis(std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default))
 }
@@ -49,8 +52,8 @@ impl StatusTable {
         StatusTable {
             rows: Mutex::new(BTreeMap::new()),
             servers,
-            period: env_ms("WEFT_STATUS_PERIOD_MS", 500),
-            grace: env_ms("WEFT_STATUS_GRACE_MS", 3000).max(Duration::from_millis(100)),
+            period: env_ms("WEFT_STATUS_PERIOD_MS", config.collectives.status_period_ms),
+            grace: env_ms("WEFT_STATUS_GRACE_MS", config.collectives.status_grace_ms).max(Duration::from_millis(100)),
             started: Instant::now(),
         }
     }

@@ -24,9 +24,6 @@ use weft_proto::{ErrorCode, WeftResult};
 
 use crate::service::Service;
 
-/// Fan-out when a request says 0.
-pub const DEFAULT_FANOUT: u32 = 2;
-
 /// Splits `groups` (own group first) into the forwards of one server:
 /// `(step, chunk)` pairs, steps counted from `round`.
 pub fn plan(mut groups: Vec<CollectiveGroup>, fanout: u32, round: u32) -> Vec<(u32, Vec<CollectiveGroup>)> {
@@ -54,7 +51,7 @@ pub async fn run(
     if own.server_id != service.server_id || groups.len() > service.config.servers.len() {
         return Err(ErrorCode::Invalid);
     }
-    let fanout = if fanout == 0 { DEFAULT_FANOUT } else { fanout.clamp(2, TREE_FANOUT_MAX) };
+    let fanout = if fanout == 0 { service.config.collectives.tree_fanout } else { fanout }.clamp(2, TREE_FANOUT_MAX);
     service.counters.reached(round);
     let own_handles = own.handles.clone();
     let order: Vec<u32> = groups.iter().map(|g| g.server_id).collect();

@@ -60,11 +60,14 @@ pub struct ClusterOptions {
     pub metadata_sync: MetadataSync,
     /// Strip size of new files.
     pub strip_bytes: u64,
+    /// Edits the generated configuration before the servers start (for
+    /// example per-server capacity limits or `[collectives]` settings).
+    pub tune: Option<fn(&mut Config)>,
 }
 
 impl Default for ClusterOptions {
     fn default() -> Self {
-        ClusterOptions { servers: 4, metadata_sync: MetadataSync::Commit, strip_bytes: 64 * 1024 }
+        ClusterOptions { servers: 4, metadata_sync: MetadataSync::Commit, strip_bytes: 64 * 1024, tune: None }
     }
 }
 
@@ -97,6 +100,9 @@ impl Cluster {
         });
         config.distribution.strip_bytes = options.strip_bytes;
         config.threads.io = 4;
+        if let Some(tune) = options.tune {
+            tune(&mut config);
+        }
         let config_path = dir.path().join("weft.toml");
         std::fs::write(&config_path, config.to_toml()).expect("write config");
         let mut cluster = Cluster { dir, config_path, config, children: Vec::new() };

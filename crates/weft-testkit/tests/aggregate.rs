@@ -93,6 +93,25 @@ fn tree_depth_is_ceil_log_k_of_servers() {
     assert_eq!(collective(&c, 0, &all, 4).depth, 2);
 }
 
+fn fanout_eight(config: &mut weft_config::Config) {
+    config.collectives.tree_fanout = 8;
+}
+
+#[test]
+fn configured_fanout_is_the_default_of_every_tree() {
+    let cluster = Cluster::start(ClusterOptions { servers: 8, tune: Some(fanout_eight), ..Default::default() });
+    let c = cluster.client();
+    let all: Vec<u32> = (0..8).collect();
+    // A request that leaves the fan-out to the server: ⌈log₈ 8⌉ = 1 step.
+    assert_eq!(collective(&c, 0, &all, 0).depth, 1);
+    // The aggregate operations use it too: a stat of a file striped over
+    // all 8 servers gathers the sizes in one step.
+    let file = c.create("/wide", CreateOptions { stripe_count: Some(8), ..Default::default() }).unwrap();
+    c.write_at(&file, 0, &vec![7u8; 8 * 65536]).unwrap();
+    assert_eq!(c.stat("/wide").unwrap().size, 8 * 65536);
+    assert_eq!(depth_max_counter(&c, 8), 1, "server counters");
+}
+
 #[test]
 fn opposite_tree_operations_do_not_deadlock() {
     let cluster = Arc::new(Cluster::start(ClusterOptions { servers: 8, ..Default::default() }));
@@ -401,4 +420,94 @@ fn status_table_marks_a_server_down_and_up_again() {
     wait_for(&c, vec![false, false, true]);
     cluster.restart(2);
     wait_for(&c, vec![false, false, false]);
+}
+
+/// Servers 0 and 1 are limited to 100 MiB, servers 2 and 3 to 1 GiB.
+fn unequal_capacities(config: &mut weft_config::Config) {
+    for server in &mut config.servers {
+        server.capacity_bytes = Some(if server.id < 2 { 100 << 20 } else { 1 << 30 });
+    }
+}
+
+#[test]
+fn placement_prefers_the_emptier_servers() {
+    let cluster = Cluster::start(ClusterOptions { servers: 4, tune: Some(unequal_capacities), ..Default::default() });
+    let c = cluster.client();
+    // Wait until the composed status reports the configured capacities.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let status = c.statfs().unwrap();
+        let totals: Vec<u64> = status.servers.iter().map(|s| s.bytes_total).collect();
+        if totals.len() == 4 && totals.iter().filter(|t| **t == 1 << 30).count() == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "capacities not in the status table: {totals:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Placement reads each server's own composed table: give every server
+    // a full exchange round after its first refresh.
+    std::thread::sleep(Duration::from_millis(1500));
+    let disk_free = c.statfs().unwrap().servers.iter().map(|s| s.bytes_free).min().unwrap();
+    if disk_free < 100 << 20 {
+        eprintln!("skipping: less than 100 MiB free on the test disk");
+        return;
+    }
+    // Expected share of the emptier pair: free space 1 GiB vs 100 MiB each,
+    // so about 0.91 of first stripes and directories; the thresholds sit
+    // many standard deviations below that.
+    let mut emptier = 0;
+    for i in 0..200 {
+        let file = c.create(&format!("/f{i}"), CreateOptions { exclusive: true, stripe_count: Some(1), ..Default::default() }).unwrap();
+        if c.client().server_of(file.layout.datafiles[0]).unwrap() >= 2 {
+            emptier += 1;
+        }
+    }
+    assert!(emptier >= 150, "first stripes on the emptier servers: {emptier} of 200");
+    let mut emptier_dirs = 0;
+    for i in 0..100 {
+        let dir = c.mkdir(&format!("/d{i}"), 0o755).unwrap();
+        if c.client().server_of(dir).unwrap() >= 2 {
+            emptier_dirs += 1;
+        }
+    }
+    assert!(emptier_dirs >= 70, "directories on the emptier servers: {emptier_dirs} of 100");
+}
+
+/// Server 0 may hold 256 KiB of datafiles.
+fn tiny_server_zero(config: &mut weft_config::Config) {
+    config.servers[0].capacity_bytes = Some(256 << 10);
+}
+
+#[test]
+fn a_server_at_its_capacity_limit_refuses_writes_with_enospc() {
+    let cluster = Cluster::start(ClusterOptions { servers: 2, tune: Some(tiny_server_zero), ..Default::default() });
+    let c = cluster.client();
+    let file = c.create("/full", CreateOptions { stripe_count: Some(2), ..Default::default() }).unwrap();
+    let zero_first = c.client().server_of(file.layout.datafiles[0]).unwrap() == 0;
+    // 1 MiB over two servers with 64 KiB strips: 512 KiB lands on server 0.
+    let data: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
+    c.write_at(&file, 0, &data).unwrap();
+    let mut back = vec![0u8; data.len()];
+    assert_eq!(c.read_at(&file, 0, &mut back).unwrap(), data.len());
+    assert_eq!(back, data, "data written before the limit is intact");
+    // Once server 0 has measured its usage, further writes to its strips fail.
+    let strip: u64 = 64 << 10;
+    let offset_on_zero = if zero_first { 0 } else { strip };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match c.write_at(&file, offset_on_zero, &data[offset_on_zero as usize..offset_on_zero as usize + 4096]) {
+            Err(ErrorCode::NoSpace) => break,
+            Ok(()) => assert!(Instant::now() < deadline, "server 0 never refused a write"),
+            Err(other) => panic!("unexpected error {other:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Its statfs row says it is full; the other server still takes writes.
+    let zero = c.statfs().unwrap().servers.into_iter().find(|s| s.server_id == 0).unwrap();
+    assert_eq!(zero.bytes_total, 256 << 10);
+    assert_eq!(zero.bytes_free, 0);
+    let other = (offset_on_zero + strip) as usize;
+    c.write_at(&file, other as u64, &data[other..other + 4096]).unwrap();
+    assert_eq!(c.read_at(&file, 0, &mut back).unwrap(), data.len());
+    assert_eq!(back, data, "a refused write changed nothing");
 }
