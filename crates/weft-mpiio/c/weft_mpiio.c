@@ -18,6 +18,7 @@
 #include <string.h>
 #include "weft_mpiio.h"
 #include "weft_mpiio_internal.h"
+#include "nonblocking.h"
 
 #define WEFT_PREFIX "weft:"
 #define WEFT_BLOB_BYTES_MAX 65536
@@ -30,7 +31,7 @@ static weft_file *weft_files = NULL;
 
 /* ---------- error classes and handlers ---------- */
 
-static int weft_mpi_class(int weft_class) {
+int weft_mpi_class(int weft_class) {
     switch (weft_class) {
     case WEFT_SUCCESS: return MPI_SUCCESS;
     case WEFT_ERR_NO_SUCH_FILE: return MPI_ERR_NO_SUCH_FILE;
@@ -100,7 +101,7 @@ int weft_raise(weft_file *file, int code) {
 /* Errors without a file (open, delete) use the handler on MPI_FILE_NULL.
  * (OpenMPI's MPI_File_call_errhandler rejects MPI_FILE_NULL, so the
  * handler is fetched and applied here.) */
-static int weft_raise_null(int code) {
+int weft_raise_null(int code) {
     if (code == MPI_SUCCESS) return MPI_SUCCESS;
     MPI_Errhandler handler;
     PMPI_File_get_errhandler(MPI_FILE_NULL, &handler);
@@ -361,6 +362,22 @@ static int64_t weft_info_int(MPI_Info info, const char *key) {
     return flag ? atoll(value) : 0;
 }
 
+/* The weft_io_method hint (datatype | list | posix | sieve) selects how
+ * independent accesses go over the wire; other values are ignored, as
+ * ROMIO ignores hints it does not understand. */
+static void weft_apply_io_method(weft_file *file, MPI_Info info) {
+    char value[32];
+    int flag = 0, method = -1;
+    if (info == MPI_INFO_NULL) return;
+    PMPI_Info_get(info, "weft_io_method", (int)sizeof value - 1, value, &flag);
+    if (!flag) return;
+    if (strcmp(value, "datatype") == 0) method = WEFT_IO_DATATYPE;
+    else if (strcmp(value, "list") == 0) method = WEFT_IO_LIST;
+    else if (strcmp(value, "posix") == 0) method = WEFT_IO_POSIX;
+    else if (strcmp(value, "sieve") == 0) method = WEFT_IO_SIEVE;
+    if (method >= 0) weft_mpiio_set_io_method(file->id, method);
+}
+
 static int weft_is_path(const char *path) { return path && strncmp(path, WEFT_PREFIX, strlen(WEFT_PREFIX)) == 0; }
 
 int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh) {
@@ -395,6 +412,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     if (info != MPI_INFO_NULL) PMPI_Info_dup(info, &file->info);
     PMPI_File_get_errhandler(MPI_FILE_NULL, &file->errhandler);
     file->owns_errhandler = 1;
+    weft_apply_io_method(file, info);
     weft_link(file);
     *fh = (MPI_File)file;
     return MPI_SUCCESS;
@@ -428,6 +446,21 @@ int weft_impl_MPI_File_close(MPI_File *fh) {
     }
     free(file);
     return MPI_SUCCESS;
+}
+
+/* MPI_Finalize hook (c/nonblocking.c): files still open are synced (if
+ * writable) and closed, newest first; close is collective on each file's
+ * communicator, whose ranks all reach MPI_Finalize. */
+void weft_finalize_files(void) {
+    for (;;) {
+        pthread_mutex_lock(&weft_lock);
+        weft_file *file = weft_files;
+        pthread_mutex_unlock(&weft_lock);
+        if (!file) return;
+        if (!(file->amode & MPI_MODE_RDONLY)) weft_mpiio_sync(file->id);
+        MPI_File fh = (MPI_File)file;
+        weft_impl_MPI_File_close(&fh);
+    }
 }
 
 MPI_Fint MPI_File_c2f(MPI_File fh) {
@@ -484,6 +517,7 @@ int weft_impl_MPI_File_set_info(MPI_File fh, MPI_Info info) {
     if (file->info != MPI_INFO_NULL) PMPI_Info_free(&file->info);
     file->info = MPI_INFO_NULL;
     if (info != MPI_INFO_NULL) PMPI_Info_dup(info, &file->info);
+    weft_apply_io_method(file, info);
     return MPI_SUCCESS;
 }
 
@@ -493,18 +527,33 @@ int weft_impl_MPI_File_get_info(MPI_File fh, MPI_Info *info) {
     return PMPI_Info_create(info);
 }
 
+/* A new reference to `handler`, as MPI_File_get/set_errhandler take in
+ * ROMIO. PMPI cannot see Weft handles, so it is taken through the
+ * MPI_FILE_NULL slot (whose own handler is put back). */
+static MPI_Errhandler weft_errhandler_ref(MPI_Errhandler handler) {
+    MPI_Errhandler saved, ref;
+    PMPI_File_get_errhandler(MPI_FILE_NULL, &saved);
+    PMPI_File_set_errhandler(MPI_FILE_NULL, handler);
+    PMPI_File_get_errhandler(MPI_FILE_NULL, &ref);
+    PMPI_File_set_errhandler(MPI_FILE_NULL, saved);
+    PMPI_Errhandler_free(&saved);
+    return ref;
+}
+
 int weft_impl_MPI_File_set_errhandler(MPI_File fh, MPI_Errhandler errhandler) {
     weft_file *file = (weft_file *)fh;
-    /* The default came from MPI_File_get_errhandler and is ours to free;
-     * a handler the application sets is compared by value only. */
+    /* The file keeps its own reference (freed at close), so the
+     * application may free its handle. */
+    MPI_Errhandler ref = weft_errhandler_ref(errhandler);
     if (file->owns_errhandler) PMPI_Errhandler_free(&file->errhandler);
-    file->owns_errhandler = 0;
-    file->errhandler = errhandler;
+    file->owns_errhandler = 1;
+    file->errhandler = ref;
     return MPI_SUCCESS;
 }
 
 int weft_impl_MPI_File_get_errhandler(MPI_File fh, MPI_Errhandler *errhandler) {
-    *errhandler = ((weft_file *)fh)->errhandler;
+    /* A reference the application frees with MPI_Errhandler_free. */
+    *errhandler = weft_errhandler_ref(((weft_file *)fh)->errhandler);
     return MPI_SUCCESS;
 }
 

@@ -22,4 +22,10 @@ weft_file *weft_find(MPI_File handle);
 int weft_raise(weft_file *file, int code);
 int weft_unsupported(weft_file *file, const char *name);
 int weft_type_id(MPI_Datatype type, uint64_t *id);
+int weft_mpi_class(int weft_class);   /* Weft class (weft_mpiio.h) -> MPI_ERR_* */
+int weft_raise_null(int code);        /* raise through the MPI_FILE_NULL handler */
+void weft_finalize_files(void);       /* sync and close every open Weft file */
+/* c/nonblocking.c: starts a background access as an MPI request. */
+int weft_istart(MPI_File fh, int write, int explicit_offset, MPI_Offset offset, const void *buf, long long count,
+                MPI_Datatype datatype, int collective, MPI_Request *request);
 #endif

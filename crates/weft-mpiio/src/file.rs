@@ -7,12 +7,14 @@
 //! are kept by numeric id; the C handle holds the id.
 //!
 //! Reads past end of file: the status counts only the bytes before end of
-//! file; the rest of the user buffer is filled with zeros.
+//! file; the rest of the user buffer is left untouched.
+//!
+//! The independent I/O method (`weft_io_method` hint) is kept per file.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use weft_client::{CreateOptions, File, FileAccess, IoMethod, MemoryLayout};
+use weft_client::{Client, CreateOptions, File, FileAccess, IoMethod, MemoryLayout};
 use weft_dataloop::{BatchLimits, Cursor, Dataloop, Region};
 use weft_proto::message::FileLayout;
 use weft_proto::Handle;
@@ -76,6 +78,8 @@ pub struct OpenFile {
     pub view: View,
     /// Individual file pointer, in etypes of the view.
     pub position_etypes: i64,
+    /// How independent accesses go over the wire (`weft_io_method` hint).
+    pub io_method: IoMethod,
 }
 
 static FILES: Mutex<Option<(u64, HashMap<u64, OpenFile>)>> = Mutex::new(None);
@@ -118,18 +122,24 @@ struct OpenBlob {
 pub fn lookup(path: &str, bits: u32, strip_bytes: Option<u64>, stripe_count: Option<u32>) -> MpiResult<Vec<u8>> {
     check_amode(bits)?;
     let client = client()?;
+    let mut wanted = 0;
+    if bits & (amode::RDONLY | amode::RDWR) != 0 {
+        wanted |= weft_client::access::READ;
+    }
+    if bits & (amode::WRONLY | amode::RDWR) != 0 {
+        wanted |= weft_client::access::WRITE;
+    }
     let file = if bits & amode::CREATE != 0 {
         let exclusive = bits & amode::EXCL != 0;
         let options = CreateOptions { mode: None, strip_bytes, stripe_count, exclusive };
-        client.create(path, options)?
+        match client.create(path, options) {
+            // Another process (e.g. every rank opening on MPI_COMM_SELF)
+            // created it first: open it (the client does the same inside
+            // one create; this covers the name appearing in between).
+            Err(weft_proto::ErrorCode::Exists) if !exclusive => client.open(path, wanted)?,
+            other => other?,
+        }
     } else {
-        let mut wanted = 0;
-        if bits & (amode::RDONLY | amode::RDWR) != 0 {
-            wanted |= weft_client::access::READ;
-        }
-        if bits & (amode::WRONLY | amode::RDWR) != 0 {
-            wanted |= weft_client::access::WRITE;
-        }
         client.open(path, wanted)?
     };
     let size_bytes = if bits & amode::APPEND != 0 { client.file_size(&file)? } else { 0 };
@@ -143,7 +153,7 @@ pub fn attach(path: &str, blob: &[u8], bits: u32) -> MpiResult<u64> {
     let view = View { displacement: 0, etype_bytes: 1, file_type: Arc::new(Dataloop::bytes(1).map_err(|_| MpiClass::Intern)?) };
     let position_etypes = i64::try_from(blob.size_bytes).map_err(|_| MpiClass::Io)?;
     let file = File { handle: blob.handle, layout: blob.layout };
-    let open = OpenFile { file, path: path.to_string(), amode: bits, view, position_etypes };
+    let open = OpenFile { file, path: path.to_string(), amode: bits, view, position_etypes, io_method: IoMethod::Datatype };
     with_files(|next_id, files| {
         let id = *next_id;
         *next_id += 1;
@@ -195,6 +205,23 @@ pub fn set_view(id: u64, displacement: i64, etype_bytes: u64, file_type: Arc<Dat
     update(id, |open| {
         open.view = View { displacement, etype_bytes, file_type };
         open.position_etypes = 0;
+        Ok(())
+    })
+}
+
+/// Selects the independent I/O method of a file (`weft_io_method` hint:
+/// 0 datatype, 1 list, 2 posix, 3 sieve; see `c/nonblocking.h`). `sieve`
+/// is datatype I/O: Weft sieves on the servers, per datafile, under their
+/// byte-range exclusion, not with client-side read-modify-write.
+pub fn set_io_method(id: u64, method: i32) -> MpiResult<()> {
+    let method = match method {
+        0 | 3 => IoMethod::Datatype,
+        1 => IoMethod::LIST_DEFAULT,
+        2 => IoMethod::Posix,
+        _ => return Err(MpiClass::Arg),
+    };
+    update(id, |open| {
+        open.io_method = method;
         Ok(())
     })
 }
@@ -329,12 +356,32 @@ pub enum Position {
     Individual,
 }
 
-/// Reads or writes `count` instances of `memory_type` at `buffer`.
+/// One access, checked and planned on the caller's thread: everything
+/// needed to move its data, owned, so that it can also run in the
+/// background (`crate::nonblocking`).
+pub(crate) struct Prepared {
+    file: File,
+    view: View,
+    write: bool,
+    method: IoMethod,
+    /// Address of the first byte of the memory span (user pointer plus the
+    /// memory type's lowest offset).
+    base: usize,
+    span_bytes: usize,
+    shaped: Option<(Dataloop, u64)>,
+    view_offset: u64,
+    /// Bytes of the access (the data stream's length).
+    pub(crate) total: u64,
+    /// Bytes per etype of the view.
+    pub(crate) etype_bytes: u64,
+}
+
+/// Checks and plans an access of `count` instances of `memory_type` at
+/// `buffer` (see [`transfer`]); moves nothing and leaves the pointer alone.
 ///
 /// # Safety
-/// `buffer` plus the memory type's span for `count` instances is valid
-/// user memory, writable for reads, as MPI requires of its caller.
-pub unsafe fn transfer(id: u64, write: bool, at: Position, buffer: *mut u8, count: u64, memory_type: &Dataloop) -> MpiResult<u64> {
+/// As [`transfer`]; the memory must stay valid until the access has run.
+pub(crate) unsafe fn prepare(id: u64, write: bool, at: Position, buffer: *mut u8, count: u64, memory_type: &Dataloop) -> MpiResult<Prepared> {
     let open = snapshot(id)?;
     if write && open.amode & amode::RDONLY != 0 {
         return Err(MpiClass::ReadOnly);
@@ -348,52 +395,128 @@ pub unsafe fn transfer(id: u64, write: bool, at: Position, buffer: *mut u8, coun
     };
     let view_offset = view_bytes(&open.view, offset_etypes)?;
     let plan = memory_plan(memory_type, count)?;
-    let total = count * memory_type.size();
+    let total = count.checked_mul(memory_type.size()).ok_or(MpiClass::Count)?;
     if !whole_multiple(total, open.view.etype_bytes) {
         return Err(MpiClass::Type);
     }
-    let moved = if total == 0 {
+    let base = if total == 0 { buffer as usize } else { (buffer as usize).wrapping_add_signed(plan.start_offset as isize) };
+    Ok(Prepared {
+        etype_bytes: open.view.etype_bytes,
+        file: open.file,
+        view: open.view,
+        write,
+        method: open.io_method,
+        base,
+        span_bytes: plan.span_bytes,
+        shaped: plan.shaped,
+        view_offset,
+        total,
+    })
+}
+
+/// Advances the individual file pointer by `etypes`.
+pub(crate) fn advance(id: u64, etypes: i64) -> MpiResult<()> {
+    update(id, |open| {
+        open.position_etypes += etypes;
+        Ok(())
+    })
+}
+
+/// Reads or writes `count` instances of `memory_type` at `buffer`.
+///
+/// # Safety
+/// `buffer` plus the memory type's span for `count` instances is valid
+/// user memory, writable for reads, as MPI requires of its caller.
+pub unsafe fn transfer(id: u64, write: bool, at: Position, buffer: *mut u8, count: u64, memory_type: &Dataloop) -> MpiResult<u64> {
+    // SAFETY: per this function's contract.
+    let prepared = unsafe { prepare(id, write, at, buffer, count, memory_type)? };
+    let moved = if prepared.total == 0 {
         0
     } else {
-        // SAFETY: the caller guarantees the span is valid user memory.
-        let base = unsafe { buffer.offset(plan.start_offset as isize) };
-        move_bytes(&open, write, base, &plan, view_offset, total)?
+        let client = client()?;
+        // SAFETY: the memory is the caller's for the duration of this call.
+        client.block_on(unsafe { run(client.client(), &prepared) })?
     };
     if let Position::Individual = at {
-        let advanced = (moved / open.view.etype_bytes) as i64;
-        update(id, |open| {
-            open.position_etypes += advanced;
-            Ok(())
-        })?;
+        advance(id, (moved / prepared.etype_bytes) as i64)?;
     }
     Ok(moved)
 }
 
-fn move_bytes(open: &OpenFile, write: bool, base: *mut u8, plan: &MemoryPlan, view_offset: u64, total: u64) -> MpiResult<u64> {
-    let client = client()?;
-    let view = &open.view;
-    let access = FileAccess::Datatype { file_type: &view.file_type, displacement: view.displacement, view_offset };
-    let memory = match &plan.shaped {
+/// Moves the data of a prepared access; returns the bytes moved (reads:
+/// only those before end of file).
+///
+/// Reads past end of file leave the user's memory beyond the data
+/// untouched (MPI semantics): a short read goes through a bounce buffer of
+/// the available bytes, which are then scattered into the memory type.
+///
+/// # Safety
+/// The memory of `prepared` is valid (writable for reads) until this
+/// future completes and nothing else accesses it meanwhile.
+pub(crate) async unsafe fn run(client: &Client, prepared: &Prepared) -> MpiResult<u64> {
+    let p = prepared;
+    if p.total == 0 {
+        return Ok(0);
+    }
+    let view = &p.view;
+    let access = FileAccess::Datatype { file_type: &view.file_type, displacement: view.displacement, view_offset: p.view_offset };
+    let memory = match &p.shaped {
         None => MemoryLayout::Contiguous,
         Some((memory_type, count)) => MemoryLayout::Datatype { memory_type, count: *count },
     };
-    if write {
-        // SAFETY: `base..base+span` is the user's buffer (see `transfer`).
-        let data = unsafe { std::slice::from_raw_parts(base as *const u8, plan.span_bytes) };
-        client.write_noncontig(&open.file, IoMethod::Datatype, data, memory, access)?;
-        return Ok(total);
+    if p.write {
+        // SAFETY: `base..base+span` is the user's buffer (see `prepare`).
+        let data = unsafe { std::slice::from_raw_parts(p.base as *const u8, p.span_bytes) };
+        client.write_noncontig(&p.file, p.method, data, memory, access).await?;
+        return Ok(p.total);
     }
-    let size_bytes = client.file_size(&open.file)?;
-    let available = bytes_before_eof(view, view_offset, total, size_bytes)?;
-    if available > 0 {
+    let size_bytes = client.file_size(&p.file).await?;
+    let available = bytes_before_eof(view, p.view_offset, p.total, size_bytes)?;
+    if available == p.total {
         // SAFETY: as above, and MPI gives the callee the buffer for writing.
         // Holes in a noncontiguous memory type are never written (the
         // client scatters only the type's bytes), but a Rust slice must
         // cover initialised memory: user buffers are initialised C memory.
-        let data = unsafe { std::slice::from_raw_parts_mut(base, plan.span_bytes) };
-        client.read_noncontig(&open.file, IoMethod::Datatype, data, memory, access)?;
+        let data = unsafe { std::slice::from_raw_parts_mut(p.base as *mut u8, p.span_bytes) };
+        client.read_noncontig(&p.file, p.method, data, memory, access).await?;
+    } else if available > 0 {
+        let mut bounce = vec![0u8; usize::try_from(available).map_err(|_| MpiClass::Count)?];
+        client.read_noncontig(&p.file, p.method, &mut bounce, MemoryLayout::Contiguous, access).await?;
+        // SAFETY: as above.
+        unsafe { scatter(p, &bounce)? };
     }
     Ok(available)
+}
+
+/// Copies `data` (the first bytes of the stream) into the user's memory.
+///
+/// # Safety
+/// As [`run`].
+unsafe fn scatter(p: &Prepared, data: &[u8]) -> MpiResult<()> {
+    let Some((shaped, count)) = &p.shaped else {
+        // SAFETY: `data.len() <= total <= span_bytes` bytes at `base`.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p.base as *mut u8, data.len()) };
+        return Ok(());
+    };
+    let mut cursor = Cursor::new(shaped, *count, 0).map_err(|_| MpiClass::Type)?;
+    cursor.set_end(data.len() as u64).map_err(|_| MpiClass::Type)?;
+    let mut done = 0usize;
+    let mut batch: Vec<Region> = Vec::new();
+    loop {
+        batch.clear();
+        if cursor.next_batch(BatchLimits::regions(SCAN_REGIONS_PER_BATCH), &mut batch) == 0 {
+            return Ok(());
+        }
+        for region in &batch {
+            let length = region.length as usize;
+            if region.offset as usize + length > p.span_bytes || done + length > data.len() {
+                return Err(MpiClass::Intern);
+            }
+            // SAFETY: the region lies in the memory span (checked above).
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr().add(done), (p.base as *mut u8).add(region.offset as usize), length) };
+            done += length;
+        }
+    }
 }
 
 /// `(offset, length)` regions of `count` instances of `dataloop` placed at

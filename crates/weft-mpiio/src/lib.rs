@@ -17,10 +17,13 @@
 //! - [`types`]: datatype programs to dataloops, and the type registry.
 //! - [`file`]: open files: view, individual file pointer, reads and writes.
 //! - [`ffi`]: the narrow C ABI, every call behind a panic guard.
+//! - [`nonblocking`]: accesses moving in the background, completed from
+//!   the application's thread (`MPI_File_i*`, split collectives).
 #![warn(missing_docs)]
 
 pub mod error;
 pub mod ffi;
 pub mod file;
+pub mod nonblocking;
 pub mod runtime;
 pub mod types;

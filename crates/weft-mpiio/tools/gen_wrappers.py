@@ -23,6 +23,10 @@ import sys
 # Written by hand in c/weft_mpiio.c (no handle argument, or special).
 HANDWRITTEN = {"MPI_File_open", "MPI_File_delete", "MPI_File_c2f", "MPI_File_f2c",
                "MPI_File_create_errhandler"}
+# Non-file MPI functions the C layer intercepts (c/nonblocking.c): Weft
+# requests complete on the application's thread; MPI_Finalize closes files.
+REQUEST_HOOKS = ["MPI_Wait", "MPI_Test", "MPI_Waitall", "MPI_Testall", "MPI_Waitany", "MPI_Testany",
+                 "MPI_Waitsome", "MPI_Testsome", "MPI_Request_get_status", "MPI_Request_free", "MPI_Finalize"]
 # Implemented for Weft handles: every `int weft_impl_<name>(` defined in the
 # C layer's sources (c/*.c), discovered so that a new source file needs no
 # edit here.
@@ -172,7 +176,8 @@ def main():
     with open(os.path.join(out_dir, "wrappers.c"), "w") as f:
         f.write("\n".join(lines))
     with open(os.path.join(out_dir, "exports.map"), "w") as f:
-        f.write("{\n  global:\n    MPI_File_*;\n    weft_mpiio_*;\n  local:\n    *;\n};\n")
+        f.write("{\n  global:\n    MPI_File_*;\n    weft_mpiio_*;\n    %s;\n  local:\n    *;\n};\n"
+                % ";\n    ".join(REQUEST_HOOKS))
     with open(os.path.join(out_dir, "unsupported_calls.h"), "w") as f:
         f.write(unsupported_calls(protos, unsupported))
     with open(os.path.join(out_dir, "functions.txt"), "w") as f:
