@@ -22,4 +22,8 @@ weft_file *weft_find(MPI_File handle);
 int weft_raise(weft_file *file, int code);
 int weft_unsupported(weft_file *file, const char *name);
 int weft_type_id(MPI_Datatype type, uint64_t *id);
+/* Shared file pointer hooks (shared.c): collective at open, close, set_view. */
+void weft_shared_setup(MPI_Comm comm, int rank, uint64_t id, int attached);
+void weft_shared_teardown(weft_file *file);
+int weft_shared_view_reset(weft_file *file);
 #endif

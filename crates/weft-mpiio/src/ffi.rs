@@ -12,7 +12,7 @@ use crate::error::{MpiClass, MpiResult};
 use crate::file::{self, Position};
 use crate::types;
 
-fn guarded(body: impl FnOnce() -> MpiResult<()>) -> c_int {
+pub(crate) fn guarded(body: impl FnOnce() -> MpiResult<()>) -> c_int {
     let result = catch_unwind(AssertUnwindSafe(body)).unwrap_or(Err(MpiClass::Intern));
     match result {
         Ok(()) => MpiClass::Success as c_int,

@@ -249,7 +249,7 @@ fn view_bytes(view: &View, offset_etypes: i64) -> MpiResult<u64> {
 }
 
 /// End of file as a view position in etypes (rounded up).
-fn eof_etypes(open: &OpenFile) -> MpiResult<i64> {
+pub(crate) fn eof_etypes(open: &OpenFile) -> MpiResult<i64> {
     let size_bytes = client()?.file_size(&open.file)?;
     let view = &open.view;
     let span = (size_bytes as i64).saturating_sub(view.displacement).max(0) as u64;
@@ -357,7 +357,11 @@ pub unsafe fn transfer(id: u64, write: bool, at: Position, buffer: *mut u8, coun
     } else {
         // SAFETY: the caller guarantees the span is valid user memory.
         let base = unsafe { buffer.offset(plan.start_offset as isize) };
-        move_bytes(&open, write, base, &plan, view_offset, total)?
+        // Atomic mode: a byte-range lock on the access's file bytes (crate::shared).
+        let lock = crate::shared::lock_access(id, &open.view, write, view_offset, total)?;
+        let moved = move_bytes(&open, write, base, &plan, view_offset, total);
+        crate::shared::unlock_access(id, lock)?;
+        moved?
     };
     if let Position::Individual = at {
         let advanced = (moved / open.view.etype_bytes) as i64;

@@ -17,10 +17,12 @@
 //! - [`types`]: datatype programs to dataloops, and the type registry.
 //! - [`file`]: open files: view, individual file pointer, reads and writes.
 //! - [`ffi`]: the narrow C ABI, every call behind a panic guard.
+//! - [`shared`]: shared file pointers (server sessions) and atomic mode (byte-range locks), with their C ABI.
 #![warn(missing_docs)]
 
 pub mod error;
 pub mod ffi;
 pub mod file;
 pub mod runtime;
+pub mod shared;
 pub mod types;
