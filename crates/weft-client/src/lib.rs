@@ -11,6 +11,7 @@
 //! - [`io`]: striped contiguous reads and writes.
 //! - [`noncontig`]: list I/O and datatype I/O (and posix-style for comparison).
 //! - [`paths`]: path-based convenience operations.
+//! - [`sessions`]: sessions on a file: shared file pointer, byte-range locks, keepalive.
 //! - [`blocking`]: a blocking facade with its own runtime.
 #![warn(missing_docs)]
 
@@ -25,6 +26,7 @@ pub mod noncontig;
 pub mod path;
 pub mod paths;
 pub mod pool;
+pub mod sessions;
 pub mod transport;
 
 pub use blocking::BlockingClient;
@@ -32,5 +34,6 @@ pub use client::{Client, ClientOptions, FsStatus, Stat};
 pub use io::File;
 pub use namespace::{CreateOptions, EntryPlus};
 pub use noncontig::{FileAccess, IoMethod, MemoryLayout};
+pub use sessions::{KeepAlive, LockMode, Session};
 pub use weft_dataloop::{Dataloop, Region};
 pub use weft_proto::{ErrorCode, Handle, WeftResult};

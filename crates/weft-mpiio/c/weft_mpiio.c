@@ -402,6 +402,8 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     weft_file *file = calloc(1, sizeof *file);
     int rc = file ? weft_mpi_class(weft_mpiio_attach(path, blob, (size_t)header[1], bits, &file->id)) : MPI_ERR_INTERN;
     free(blob);
+    /* Collective on every rank, also one whose attach failed (shared.c). */
+    weft_shared_setup(comm, rank, rc == MPI_SUCCESS ? file->id : 0, rc == MPI_SUCCESS);
     if (rc != MPI_SUCCESS) { free(file); *fh = MPI_FILE_NULL; return weft_raise_null(rc); }
     PMPI_Comm_dup(comm, &file->comm);
     file->rank = rank;
@@ -431,6 +433,7 @@ static void weft_free_view_types(weft_file *file) {
 int weft_impl_MPI_File_close(MPI_File *fh) {
     weft_file *file = (weft_file *)*fh;
     PMPI_Barrier(file->comm);
+    weft_shared_teardown(file); /* shared.c */
     int rc = weft_mpi_class(weft_mpiio_detach(file->id, file->rank == 0));
     PMPI_Barrier(file->comm);
     weft_unlink_handle(file);
@@ -562,17 +565,7 @@ int weft_impl_MPI_File_call_errhandler(MPI_File fh, int errorcode) {
     return MPI_SUCCESS;
 }
 
-int weft_impl_MPI_File_get_atomicity(MPI_File fh, int *flag) {
-    (void)fh;
-    *flag = 0;
-    return MPI_SUCCESS;
-}
-
-int weft_impl_MPI_File_set_atomicity(MPI_File fh, int flag) {
-    /* Atomic mode is not implemented yet: only the default is accepted. */
-    if (flag) return weft_raise((weft_file *)fh, MPI_ERR_UNSUPPORTED_OPERATION);
-    return MPI_SUCCESS;
-}
+/* get_atomicity / set_atomicity: shared.c */
 
 int weft_impl_MPI_File_sync(MPI_File fh) {
     weft_file *file = (weft_file *)fh;
@@ -611,6 +604,8 @@ int weft_impl_MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype
         file->filetype = weft_type_copy(filetype);
         file->disp = disp;
     }
+    int reset = weft_shared_view_reset(file); /* shared pointer back to 0 (shared.c) */
+    if (rc == MPI_SUCCESS) rc = reset;
     PMPI_Barrier(file->comm);
     return weft_raise(file, rc);
 }

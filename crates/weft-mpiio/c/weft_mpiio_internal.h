@@ -28,4 +28,8 @@ void weft_finalize_files(void);       /* sync and close every open Weft file */
 /* c/nonblocking.c: starts a background access as an MPI request. */
 int weft_istart(MPI_File fh, int write, int explicit_offset, MPI_Offset offset, const void *buf, long long count,
                 MPI_Datatype datatype, int collective, MPI_Request *request);
+/* Shared file pointer hooks (shared.c): collective at open, close, set_view. */
+void weft_shared_setup(MPI_Comm comm, int rank, uint64_t id, int attached);
+void weft_shared_teardown(weft_file *file);
+int weft_shared_view_reset(weft_file *file);
 #endif

@@ -276,7 +276,7 @@ fn view_bytes(view: &View, offset_etypes: i64) -> MpiResult<u64> {
 }
 
 /// End of file as a view position in etypes (rounded up).
-fn eof_etypes(open: &OpenFile) -> MpiResult<i64> {
+pub(crate) fn eof_etypes(open: &OpenFile) -> MpiResult<i64> {
     let size_bytes = client()?.file_size(&open.file)?;
     let view = &open.view;
     let span = (size_bytes as i64).saturating_sub(view.displacement).max(0) as u64;
@@ -434,8 +434,12 @@ pub unsafe fn transfer(id: u64, write: bool, at: Position, buffer: *mut u8, coun
         0
     } else {
         let client = client()?;
+        // Atomic mode: a byte-range lock on the access's file bytes (crate::shared).
+        let lock = crate::shared::lock_access(id, &prepared.view, write, prepared.view_offset, prepared.total)?;
         // SAFETY: the memory is the caller's for the duration of this call.
-        client.block_on(unsafe { run(client.client(), &prepared) })?
+        let moved = client.block_on(unsafe { run(client.client(), &prepared) });
+        crate::shared::unlock_access(id, lock)?;
+        moved?
     };
     if let Position::Individual = at {
         advance(id, (moved / prepared.etype_bytes) as i64)?;

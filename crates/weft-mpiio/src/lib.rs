@@ -19,6 +19,7 @@
 //! - [`ffi`]: the narrow C ABI, every call behind a panic guard.
 //! - [`nonblocking`]: accesses moving in the background, completed from
 //!   the application's thread (`MPI_File_i*`, split collectives).
+//! - [`shared`]: shared file pointers (server sessions) and atomic mode (byte-range locks), with their C ABI.
 #![warn(missing_docs)]
 
 pub mod error;
@@ -26,4 +27,5 @@ pub mod ffi;
 pub mod file;
 pub mod nonblocking;
 pub mod runtime;
+pub mod shared;
 pub mod types;

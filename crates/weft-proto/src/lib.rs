@@ -7,6 +7,7 @@
 //! - [`handle`]: object handles (target id + object id).
 //! - [`layout`]: round-robin striping math (file offset ↔ datafile offset).
 //! - [`message`]: request and reply bodies (encoded with postcard).
+//! - [`session`]: limits of client sessions, shared file pointers and byte-range locks.
 //! - [`frame`]: the fixed frame header, and async read/write of whole frames.
 #![warn(missing_docs)]
 
@@ -17,6 +18,7 @@ pub mod handle;
 pub mod layout;
 pub mod limits;
 pub mod message;
+pub mod session;
 
 pub use error::{ErrorCode, WeftResult};
 pub use handle::Handle;

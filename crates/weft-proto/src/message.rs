@@ -508,6 +508,64 @@ pub enum Request {
         /// Most rows (≤ `limits::BATCH_HANDLES_MAX`).
         max: u32,
     },
+    // ---- Sessions, shared file pointers, byte-range locks (appended; see `crate::session`). ----
+    /// Opens a session on a file whose metafile this server stores.
+    /// Replies `Session`.
+    SessionOpen {
+        /// The file's metafile.
+        handle: Handle,
+        /// Wanted lease (0 = default; clamped to the limits of `crate::session`).
+        lease_ms: u32,
+    },
+    /// Renews a session's lease. Replies `Done`.
+    SessionRenew {
+        /// Session id.
+        session: u64,
+    },
+    /// Ends a session: its locks are released, its pointer forgotten. Replies `Done`.
+    SessionClose {
+        /// Session id.
+        session: u64,
+    },
+    /// Adds `delta` to the session's shared pointer. Replies `Pointer` with the old value.
+    PointerFetchAdd {
+        /// Session id.
+        session: u64,
+        /// Amount to add.
+        delta: u64,
+    },
+    /// Sets the session's shared pointer. Replies `Pointer` with the old value.
+    PointerSet {
+        /// Session id.
+        session: u64,
+        /// New value.
+        value: u64,
+    },
+    /// Reads the session's shared pointer. Replies `Pointer`.
+    PointerGet {
+        /// Session id.
+        session: u64,
+    },
+    /// Locks byte ranges of the session's file, shared or exclusive; waits
+    /// (first come, first served among conflicting requests) up to
+    /// `wait_ms`, then fails with `TimedOut`. Replies `Lock`.
+    LockAcquire {
+        /// Session id (the owner of the lock).
+        session: u64,
+        /// `(offset, length)` ranges; every length > 0.
+        ranges: Vec<(u64, u64)>,
+        /// Exclusive (writers) or shared (readers).
+        exclusive: bool,
+        /// Longest wait (clamped to `session::LOCK_WAIT_MS_MAX`; 0 = fail at once).
+        wait_ms: u32,
+    },
+    /// Releases a lock taken through this session. Replies `Done`.
+    LockRelease {
+        /// Session id.
+        session: u64,
+        /// Lock id from the `Lock` reply.
+        lock: u64,
+    },
 }
 
 /// What a consistency check needs of one object.
@@ -713,6 +771,14 @@ impl Request {
             Request::ExchangeStatus { .. } => "exchange_status",
             Request::ScanObjects { .. } => "scan_objects",
             Request::ScanHandleRows { .. } => "scan_handle_rows",
+            Request::SessionOpen { .. } => "session_open",
+            Request::SessionRenew { .. } => "session_renew",
+            Request::SessionClose { .. } => "session_close",
+            Request::PointerFetchAdd { .. } => "pointer_fetch_add",
+            Request::PointerSet { .. } => "pointer_set",
+            Request::PointerGet { .. } => "pointer_get",
+            Request::LockAcquire { .. } => "lock_acquire",
+            Request::LockRelease { .. } => "lock_release",
         }
     }
 }
@@ -790,6 +856,17 @@ pub enum Reply {
     Objects(Vec<ObjectSummary>),
     /// A page of a bookkeeping table: (handle, server id).
     HandleRows(Vec<(Handle, u32)>),
+    /// An opened session (appended with the session requests).
+    Session {
+        /// Session id (unique per server start).
+        session: u64,
+        /// The lease granted.
+        lease_ms: u32,
+    },
+    /// A shared file pointer value.
+    Pointer(u64),
+    /// A granted byte-range lock.
+    Lock(u64),
 }
 
 /// A reply as carried on the wire.

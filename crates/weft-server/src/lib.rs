@@ -20,6 +20,7 @@
 //! - [`pools`]: precreate pools of datafile handles on other data servers.
 //! - [`reclaim`]: the durable reclaim queue and object removal.
 //! - [`status`]: status composition by recursive doubling; placement weights.
+//! - [`sessions`]: client sessions with leases: shared file pointers, byte-range locks.
 #![warn(missing_docs)]
 
 pub mod aggregate;
@@ -35,6 +36,7 @@ pub mod pools;
 pub mod ranges;
 pub mod reclaim;
 pub mod scheduler;
+pub mod sessions;
 pub mod service;
 pub mod sieve;
 pub mod status;

@@ -48,6 +48,8 @@ pub struct Service {
     pub reclaim_wake: Arc<tokio::sync::Notify>,
     /// The composed status table ([`crate::status`]).
     pub status_table: crate::status::StatusTable,
+    /// Client sessions: shared file pointers and byte-range locks ([`crate::sessions`]).
+    pub sessions: crate::sessions::Sessions,
     started: Instant,
 }
 
@@ -79,6 +81,7 @@ impl Service {
             pool_filled: Default::default(),
             reclaim_wake: Arc::default(),
             status_table: crate::status::StatusTable::new(&config_for_peers),
+            sessions: Default::default(),
             started: Instant::now(),
         });
         if service.config.targets_of_server(server_id).contains(&0) {
@@ -203,6 +206,14 @@ impl Service {
             Request::ClaimReserved { metadata_server, handles } => {
                 self.commit(move |w, _| crate::pools::claim(w, metadata_server, &handles)).await
             }
+            Request::SessionOpen { .. }
+            | Request::SessionRenew { .. }
+            | Request::SessionClose { .. }
+            | Request::PointerFetchAdd { .. }
+            | Request::PointerSet { .. }
+            | Request::PointerGet { .. }
+            | Request::LockAcquire { .. }
+            | Request::LockRelease { .. } => self.session_request(request).await,
             Request::Ping => Ok(Reply::Done),
             Request::Lookup { cred, parent, name } => self.lookup(cred, parent, name).await,
             Request::GetAttr { handle } => {
