@@ -22,4 +22,10 @@ weft_file *weft_find(MPI_File handle);
 int weft_raise(weft_file *file, int code);
 int weft_unsupported(weft_file *file, const char *name);
 int weft_type_id(MPI_Datatype type, uint64_t *id);
+/* Collective data access and its hints (c/collective.c). */
+int weft_collective(weft_file *file, int write, int explicit_offset, MPI_Offset offset, void *buf,
+                    long long count, MPI_Datatype datatype, MPI_Status *status);
+void weft_coll_report_hints(weft_file *file, MPI_Info info);
+void weft_info_merge(MPI_Info *into, MPI_Info from);
+int weft_mpi_class_of(int weft_class);
 #endif

@@ -12,7 +12,7 @@ use crate::error::{MpiClass, MpiResult};
 use crate::file::{self, Position};
 use crate::types;
 
-fn guarded(body: impl FnOnce() -> MpiResult<()>) -> c_int {
+pub(crate) fn guarded(body: impl FnOnce() -> MpiResult<()>) -> c_int {
     let result = catch_unwind(AssertUnwindSafe(body)).unwrap_or(Err(MpiClass::Intern));
     match result {
         Ok(()) => MpiClass::Success as c_int,
@@ -32,7 +32,7 @@ unsafe fn path_arg<'a>(ptr: *const c_char) -> MpiResult<&'a str> {
 
 /// # Safety
 /// `ptr` is NULL or valid for writing one `T`.
-unsafe fn store<T>(ptr: *mut T, value: T) -> MpiResult<()> {
+pub(crate) unsafe fn store<T>(ptr: *mut T, value: T) -> MpiResult<()> {
     if ptr.is_null() {
         return Err(MpiClass::Arg);
     }

@@ -17,8 +17,10 @@
 //! - [`types`]: datatype programs to dataloops, and the type registry.
 //! - [`file`]: open files: view, individual file pointer, reads and writes.
 //! - [`ffi`]: the narrow C ABI, every call behind a panic guard.
+//! - [`collective`]: two-phase collective buffering (plans, windows) and its C ABI.
 #![warn(missing_docs)]
 
+pub mod collective;
 pub mod error;
 pub mod ffi;
 pub mod file;
