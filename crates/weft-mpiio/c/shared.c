@@ -140,6 +140,33 @@ int weft_impl_MPI_File_write_shared(MPI_File fh, const void *buf, long long coun
     return shared_individual(fh, 1, buf, count, datatype, status);
 }
 
+/* Nonblocking shared-pointer access: the fetch-and-add of the shared
+ * pointer happens at start (one round trip on the caller's thread, which
+ * fixes this access's place in the file as MPI requires), the data then
+ * moves in the background like any nonblocking access (c/nonblocking.c). */
+static int shared_istart(MPI_File fh, int write, const void *buf, long long count, MPI_Datatype datatype,
+                         MPI_Request *request) {
+    weft_file *file = (weft_file *)fh;
+    uint64_t type_id = 0;
+    int64_t etypes = 0, at = 0;
+    int rc = shared_prepare(file, count, datatype, &type_id, &etypes);
+    if (rc == MPI_SUCCESS && etypes > 0) rc = shared_class(weft_mpiio_shared_fetch_add(file->id, etypes, &at));
+    if (rc != MPI_SUCCESS) {
+        *request = MPI_REQUEST_NULL;
+        return weft_raise(file, rc);
+    }
+    return weft_istart(fh, write, 1, (MPI_Offset)at, buf, count, datatype, 0, request);
+}
+
+int weft_impl_MPI_File_iread_shared(MPI_File fh, void *buf, long long count, MPI_Datatype datatype, MPI_Request *request) {
+    return shared_istart(fh, 0, buf, count, datatype, request);
+}
+
+int weft_impl_MPI_File_iwrite_shared(MPI_File fh, const void *buf, long long count, MPI_Datatype datatype,
+                                     MPI_Request *request) {
+    return shared_istart(fh, 1, buf, count, datatype, request);
+}
+
 int weft_impl_MPI_File_read_ordered(MPI_File fh, void *buf, long long count, MPI_Datatype datatype, MPI_Status *status) {
     weft_file *file = (weft_file *)fh;
     int64_t bytes = 0;

@@ -69,6 +69,9 @@ int MPI_File_create_errhandler(MPI_File_errhandler_function *function, MPI_Errha
     return rc;
 }
 
+/* For the other C sources (collective.c). */
+int weft_mpi_class_of(int weft_class) { return weft_mpi_class(weft_class); }
+
 /* Raises `code` through `handler`, as MPI would on `handle`. */
 static int weft_raise_with(MPI_Errhandler handler, MPI_Comm comm, MPI_File handle, int code) {
     if (code == MPI_SUCCESS || handler == MPI_ERRORS_RETURN) return code;
@@ -517,17 +520,17 @@ int weft_impl_MPI_File_get_group(MPI_File fh, MPI_Group *group) {
 
 int weft_impl_MPI_File_set_info(MPI_File fh, MPI_Info info) {
     weft_file *file = (weft_file *)fh;
-    if (file->info != MPI_INFO_NULL) PMPI_Info_free(&file->info);
-    file->info = MPI_INFO_NULL;
-    if (info != MPI_INFO_NULL) PMPI_Info_dup(info, &file->info);
+    /* Hints accumulate (collective hints: c/collective.c). */
+    weft_info_merge(&file->info, info);
     weft_apply_io_method(file, info);
     return MPI_SUCCESS;
 }
 
 int weft_impl_MPI_File_get_info(MPI_File fh, MPI_Info *info) {
     weft_file *file = (weft_file *)fh;
-    if (file->info != MPI_INFO_NULL) return PMPI_Info_dup(file->info, info);
-    return PMPI_Info_create(info);
+    int rc = file->info != MPI_INFO_NULL ? PMPI_Info_dup(file->info, info) : PMPI_Info_create(info);
+    if (rc == MPI_SUCCESS) weft_coll_report_hints(file, *info);
+    return rc;
 }
 
 /* A new reference to `handler`, as MPI_File_get/set_errhandler take in
@@ -646,15 +649,14 @@ int weft_impl_MPI_File_get_byte_offset(MPI_File fh, MPI_Offset offset, MPI_Offse
 static int weft_transfer(MPI_File fh, int write, int explicit_offset, MPI_Offset offset, const void *buf,
                          long long count, MPI_Datatype datatype, MPI_Status *status, int collective) {
     weft_file *file = (weft_file *)fh;
+    /* Collectives: two-phase or datatype, chosen by hints (collective.c). */
+    if (collective) return weft_collective(file, write, explicit_offset, offset, (void *)buf, count, datatype, status);
     uint64_t type_id = 0;
     int64_t bytes = 0;
     int rc = count < 0 ? MPI_ERR_COUNT : weft_type_id(datatype, &type_id);
     if (rc == MPI_SUCCESS)
         rc = weft_mpi_class(weft_mpiio_io(file->id, write, explicit_offset, (int64_t)offset, (void *)buf,
                                           (int64_t)count, type_id, &bytes));
-    /* weft_coll_method=datatype: each rank's own datatype request, then
-     * the synchronization a collective implies. */
-    if (collective) PMPI_Barrier(file->comm);
     if (status != MPI_STATUS_IGNORE) {
         PMPI_Status_set_elements_x(status, MPI_BYTE, rc == MPI_SUCCESS ? (MPI_Count)bytes : 0);
         PMPI_Status_set_cancelled(status, 0);

@@ -47,4 +47,19 @@ int weft_mpiio_get_position(uint64_t id, int64_t *offset);
 int weft_mpiio_byte_offset(uint64_t id, int64_t offset, int64_t *displacement);
 int weft_mpiio_flatten(uint64_t type_id, int64_t count, int64_t *pairs, size_t pairs_cap, size_t *pairs_len);
 int weft_mpiio_panic_for_test(void);
+/* Two-phase collective buffering (src/collective.rs; driven by c/collective.c). */
+int weft_mpiio_coll_range(uint64_t id, int write, int explicit_offset, int64_t offset, int64_t count,
+                          uint64_t memory_type_id, int64_t *start, int64_t *end, int64_t *bytes);
+int weft_mpiio_coll_begin(uint64_t id, int write, int explicit_offset, int64_t offset, void *buffer, int64_t count,
+                          uint64_t memory_type_id, int64_t lo, int64_t hi, uint64_t *plan);
+int weft_mpiio_coll_round(uint64_t plan, int64_t destinations, const int64_t *windows, int64_t *counts,
+                          const int64_t **pairs, const uint8_t **data);
+int weft_mpiio_coll_deliver(uint64_t plan, const uint8_t *data, int64_t len);
+int weft_mpiio_coll_end(uint64_t plan, int ok, int64_t *bytes);
+int weft_mpiio_coll_write_window(uint64_t id, int64_t lo, int64_t hi, int64_t regions, const int64_t *pairs,
+                                 const uint8_t *data, int64_t len);
+int weft_mpiio_coll_read_window(uint64_t id, int64_t lo, int64_t hi, int64_t regions, const int64_t *pairs,
+                                uint8_t *data, int64_t len);
+int weft_mpiio_coll_strip(uint64_t id, int64_t *strip_bytes);
+int weft_mpiio_data_requests(int64_t *requests, int64_t *bytes);
 #endif

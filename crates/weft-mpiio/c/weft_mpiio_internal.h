@@ -32,4 +32,10 @@ int weft_istart(MPI_File fh, int write, int explicit_offset, MPI_Offset offset, 
 void weft_shared_setup(MPI_Comm comm, int rank, uint64_t id, int attached);
 void weft_shared_teardown(weft_file *file);
 int weft_shared_view_reset(weft_file *file);
+/* Collective data access and its hints (c/collective.c). */
+int weft_collective(weft_file *file, int write, int explicit_offset, MPI_Offset offset, void *buf,
+                    long long count, MPI_Datatype datatype, MPI_Status *status);
+void weft_coll_report_hints(weft_file *file, MPI_Info info);
+void weft_info_merge(MPI_Info *into, MPI_Info from);
+int weft_mpi_class_of(int weft_class);
 #endif

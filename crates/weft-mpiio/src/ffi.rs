@@ -32,7 +32,7 @@ unsafe fn path_arg<'a>(ptr: *const c_char) -> MpiResult<&'a str> {
 
 /// # Safety
 /// `ptr` is NULL or valid for writing one `T`.
-unsafe fn store<T>(ptr: *mut T, value: T) -> MpiResult<()> {
+pub(crate) unsafe fn store<T>(ptr: *mut T, value: T) -> MpiResult<()> {
     if ptr.is_null() {
         return Err(MpiClass::Arg);
     }

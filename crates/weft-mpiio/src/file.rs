@@ -59,7 +59,7 @@ pub struct View {
 }
 
 impl View {
-    fn is_contiguous(&self) -> bool {
+    pub(crate) fn is_contiguous(&self) -> bool {
         let t = &self.file_type;
         t.root().is_contiguous() && t.true_lb() == 0 && t.extent() == t.size() as i64
     }
@@ -95,7 +95,7 @@ pub fn snapshot(id: u64) -> MpiResult<OpenFile> {
     with_files(|_, files| files.get(&id).cloned().ok_or(MpiClass::BadFile))
 }
 
-fn update(id: u64, body: impl FnOnce(&mut OpenFile) -> MpiResult<()>) -> MpiResult<()> {
+pub(crate) fn update(id: u64, body: impl FnOnce(&mut OpenFile) -> MpiResult<()>) -> MpiResult<()> {
     with_files(|_, files| body(files.get_mut(&id).ok_or(MpiClass::BadFile)?))
 }
 
@@ -266,11 +266,11 @@ pub fn byte_offset(id: u64, offset_etypes: i64) -> MpiResult<i64> {
 
 /// `value % divisor == 0` (`u64::is_multiple_of` needs Rust 1.87; MSRV is 1.80).
 #[allow(clippy::manual_is_multiple_of)]
-fn whole_multiple(value: u64, divisor: u64) -> bool {
+pub(crate) fn whole_multiple(value: u64, divisor: u64) -> bool {
     value % divisor == 0
 }
 
-fn view_bytes(view: &View, offset_etypes: i64) -> MpiResult<u64> {
+pub(crate) fn view_bytes(view: &View, offset_etypes: i64) -> MpiResult<u64> {
     let offset = u64::try_from(offset_etypes).map_err(|_| MpiClass::Arg)?;
     offset.checked_mul(view.etype_bytes).ok_or(MpiClass::Arg)
 }
@@ -287,7 +287,7 @@ pub(crate) fn eof_etypes(open: &OpenFile) -> MpiResult<i64> {
 }
 
 /// How many of the `total` view bytes from `view_offset` lie before `size_bytes`.
-fn bytes_before_eof(view: &View, view_offset: u64, total: u64, size_bytes: u64) -> MpiResult<u64> {
+pub(crate) fn bytes_before_eof(view: &View, view_offset: u64, total: u64, size_bytes: u64) -> MpiResult<u64> {
     if view.is_contiguous() {
         let start = (view.displacement as u64).saturating_add(view_offset);
         return Ok(size_bytes.saturating_sub(start).min(total));

@@ -20,8 +20,10 @@
 //! - [`nonblocking`]: accesses moving in the background, completed from
 //!   the application's thread (`MPI_File_i*`, split collectives).
 //! - [`shared`]: shared file pointers (server sessions) and atomic mode (byte-range locks), with their C ABI.
+//! - [`collective`]: two-phase collective buffering (plans, windows) and its C ABI.
 #![warn(missing_docs)]
 
+pub mod collective;
 pub mod error;
 pub mod ffi;
 pub mod file;

@@ -2,7 +2,7 @@
  *
  * usage: shared PREFIX   (e.g. weft:/shared)
  * Writes PREFIX.ordered (write_ordered, then write_ordered_begin/end) and
- * PREFIX.records (write_shared of many small records from every rank),
+ * PREFIX.records (write_shared and iwrite_shared of many small records from every rank),
  * which the Rust side checks byte by byte; checks here: read_ordered and
  * read_shared return the right data, seek_shared / get_position_shared in
  * etypes of a strided view, set_view resets the shared pointer.
@@ -114,7 +114,14 @@ static void records(const char *prefix) {
         record rec = make_record(rank, seq);
         MPI_Status status;
         int count = -1;
-        MPI_OK(MPI_File_write_shared(fh, &rec, 1, rec_type, &status));
+        if (seq % 2) {
+            /* Every other record through the nonblocking form. */
+            MPI_Request request;
+            MPI_OK(MPI_File_iwrite_shared(fh, &rec, 1, rec_type, &request));
+            MPI_OK(MPI_Wait(&request, &status));
+        } else {
+            MPI_OK(MPI_File_write_shared(fh, &rec, 1, rec_type, &status));
+        }
         MPI_Get_count(&status, rec_type, &count);
         CHECK(count == 1, "write_shared count %d", count);
     }
@@ -129,7 +136,13 @@ static void records(const char *prefix) {
         record rec;
         MPI_Status status;
         int count = -1;
-        MPI_OK(MPI_File_read_shared(fh, &rec, 1, rec_type, &status));
+        if (k % 2) {
+            MPI_Request request;
+            MPI_OK(MPI_File_iread_shared(fh, &rec, 1, rec_type, &request));
+            MPI_OK(MPI_Wait(&request, &status));
+        } else {
+            MPI_OK(MPI_File_read_shared(fh, &rec, 1, rec_type, &status));
+        }
         MPI_Get_count(&status, MPI_BYTE, &count);
         if (count == 0) break;
         CHECK(count == (int)sizeof rec, "read_shared got %d bytes", count);
