@@ -20,6 +20,8 @@
 #include "weft_mpiio_internal.h"
 #include "nonblocking.h"
 
+static void weft_fortran_forget(weft_file *file); /* Fortran handle table, below */
+
 #define WEFT_PREFIX "weft:"
 #define WEFT_BLOB_BYTES_MAX 65536
 #define WEFT_TYPE_DEPTH_MAX 64
@@ -440,6 +442,7 @@ int weft_impl_MPI_File_close(MPI_File *fh) {
     int rc = weft_mpi_class(weft_mpiio_detach(file->id, file->rank == 0));
     PMPI_Barrier(file->comm);
     weft_unlink_handle(file);
+    weft_fortran_forget(file);
     weft_free_view_types(file);
     if (file->info != MPI_INFO_NULL) PMPI_Info_free(&file->info);
     if (file->owns_errhandler) PMPI_Errhandler_free(&file->errhandler);
@@ -469,13 +472,48 @@ void weft_finalize_files(void) {
     }
 }
 
-MPI_Fint MPI_File_c2f(MPI_File fh) {
-    /* Fortran handles of Weft files are not supported yet. */
-    if (weft_find(fh)) return 0;
-    return PMPI_File_c2f(fh);
+/* Fortran handles of Weft files: WEFT_FINT_BASE + a slot of this table,
+ * assigned on first MPI_File_c2f and released at close. Both MPI
+ * libraries hand out small indices for their own files, so the range
+ * from 2^30 does not meet theirs; other values go to PMPI. */
+#define WEFT_FINT_BASE (1 << 30)
+#define WEFT_FINT_SLOTS 65536
+static weft_file *weft_fortran[WEFT_FINT_SLOTS];
+static pthread_mutex_t weft_fortran_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void weft_fortran_forget(weft_file *file) {
+    pthread_mutex_lock(&weft_fortran_lock);
+    for (int slot = 0; slot < WEFT_FINT_SLOTS; slot++)
+        if (weft_fortran[slot] == file) weft_fortran[slot] = NULL;
+    pthread_mutex_unlock(&weft_fortran_lock);
 }
 
-MPI_File MPI_File_f2c(MPI_Fint fh) { return PMPI_File_f2c(fh); }
+MPI_Fint MPI_File_c2f(MPI_File fh) {
+    weft_file *file = weft_find(fh);
+    if (!file) return PMPI_File_c2f(fh);
+    int found = -1, empty = -1;
+    pthread_mutex_lock(&weft_fortran_lock);
+    for (int slot = 0; slot < WEFT_FINT_SLOTS && found < 0; slot++) {
+        if (weft_fortran[slot] == file) found = slot;
+        else if (!weft_fortran[slot] && empty < 0) empty = slot;
+    }
+    if (found < 0 && empty >= 0) weft_fortran[found = empty] = file;
+    pthread_mutex_unlock(&weft_fortran_lock);
+    /* 65,536 Weft files open and converted at once: no handle (0, which
+     * f2c maps to MPI_FILE_NULL in both libraries). */
+    return found < 0 ? 0 : (MPI_Fint)(WEFT_FINT_BASE + found);
+}
+
+MPI_File MPI_File_f2c(MPI_Fint fh) {
+    if (fh >= WEFT_FINT_BASE && fh < WEFT_FINT_BASE + WEFT_FINT_SLOTS) {
+        pthread_mutex_lock(&weft_fortran_lock);
+        weft_file *file = weft_fortran[fh - WEFT_FINT_BASE];
+        pthread_mutex_unlock(&weft_fortran_lock);
+        if (file) return (MPI_File)file;
+        return MPI_FILE_NULL;
+    }
+    return PMPI_File_f2c(fh);
+}
 
 /* ---------- size, mode, info, errhandlers ---------- */
 
