@@ -215,14 +215,31 @@ impl State {
             }
         };
         let mut results = Vec::with_capacity(batch.len());
+        let mut rollback_failed = false;
         let mutations = {
             let writer = Writer::new(&txn);
             for job in batch {
-                let result = (job.operation)(&writer, &mut self.ids);
+                let mark = writer.mark();
+                let mut result = (job.operation)(&writer, &mut self.ids);
+                if result.is_err() {
+                    // A failed operation leaves nothing behind in the batch.
+                    if let Err(code) = writer.rollback_to(mark) {
+                        tracing::error!("rollback of a failed operation: {code}");
+                        result = Err(ErrorCode::Io);
+                        rollback_failed = true;
+                    }
+                }
                 results.push((job.reply, result));
             }
             writer.take_mutations()
         };
+        if rollback_failed {
+            // Nothing of this batch may commit: drop the transaction.
+            drop(txn);
+            self.ids = IdAllocator::new();
+            results.into_iter().for_each(|(reply, _)| drop(reply.send(Err(ErrorCode::Io))));
+            return Err(());
+        }
         let outcome = self.persist(&mut txn, &mutations, forced).and_then(|durable_in_redb| {
             txn.commit().map_err(|err| {
                 tracing::error!("commit: {err}");

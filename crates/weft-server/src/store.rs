@@ -348,16 +348,94 @@ impl Reader {
 }
 
 /// Write helpers used inside the committer's transaction. Every change is
-/// also recorded as a [`Mutation`] for the write-ahead log.
+/// also recorded as a [`Mutation`] for the write-ahead log, and its prior
+/// state as an [`Undo`] step, so one failed operation of a group-commit
+/// batch can be taken back ([`Writer::rollback_to`]) without touching the
+/// others (redb has no savepoints inside a dirty transaction).
 pub struct Writer<'t> {
     txn: &'t WriteTransaction,
     log: RefCell<Vec<Mutation>>,
+    undo: RefCell<Vec<Undo>>,
+}
+
+/// How to restore one row to what it was before a change.
+enum Undo {
+    /// An object row: its previous bytes, or absent.
+    Object(u64, Option<Vec<u8>>),
+    /// A directory entry row: its previous value, or absent.
+    Dirent(u64, String, Option<(u64, u64, u8)>),
+    /// A readdir-order row: its previous name, or absent.
+    DirSeq(u64, u64, Option<String>),
+    /// A handle-table row: its previous value, or absent.
+    HandleRow(HandleTable, u64, Option<u32>),
+}
+
+/// A point in a [`Writer`]'s history to roll back to.
+#[derive(Clone, Copy, Debug)]
+pub struct WriterMark {
+    log: usize,
+    undo: usize,
 }
 
 impl<'t> Writer<'t> {
     /// Wraps the committer's transaction.
     pub fn new(txn: &'t WriteTransaction) -> Writer<'t> {
-        Writer { txn, log: RefCell::new(Vec::new()) }
+        Writer { txn, log: RefCell::new(Vec::new()), undo: RefCell::new(Vec::new()) }
+    }
+
+    /// The current point, to roll back to if the next operation fails.
+    pub fn mark(&self) -> WriterMark {
+        WriterMark { log: self.log.borrow().len(), undo: self.undo.borrow().len() }
+    }
+
+    /// Restores every row changed since `mark` and forgets those changes
+    /// (their mutations leave the log). Counters are not rolled back: they
+    /// hold object-id reservations, which only grow, and the in-memory
+    /// allocator may already hand out ids under a new reservation.
+    pub fn rollback_to(&self, mark: WriterMark) -> WeftResult<()> {
+        let steps: Vec<Undo> = self.undo.borrow_mut().drain(mark.undo..).collect();
+        for step in steps.into_iter().rev() {
+            match step {
+                Undo::Object(handle, old) => {
+                    let mut table = self.txn.open_table(OBJECTS).map_err(storage_error)?;
+                    match old {
+                        Some(bytes) => drop(table.insert(handle, bytes.as_slice()).map_err(storage_error)?),
+                        None => drop(table.remove(handle).map_err(storage_error)?),
+                    }
+                }
+                Undo::Dirent(dir, name, old) => {
+                    let mut table = self.txn.open_table(DIRENTS).map_err(storage_error)?;
+                    match old {
+                        Some(value) => drop(table.insert((dir, name.as_str()), value).map_err(storage_error)?),
+                        None => drop(table.remove((dir, name.as_str())).map_err(storage_error)?),
+                    }
+                }
+                Undo::DirSeq(dir, sequence, old) => {
+                    let mut table = self.txn.open_table(DIRSEQ).map_err(storage_error)?;
+                    match old {
+                        Some(name) => drop(table.insert((dir, sequence), name.as_str()).map_err(storage_error)?),
+                        None => drop(table.remove((dir, sequence)).map_err(storage_error)?),
+                    }
+                }
+                Undo::HandleRow(which, handle, old) => {
+                    let mut table = self.txn.open_table(which.definition()).map_err(storage_error)?;
+                    match old {
+                        Some(value) => drop(table.insert(handle, value).map_err(storage_error)?),
+                        None => drop(table.remove(handle).map_err(storage_error)?),
+                    }
+                }
+            }
+        }
+        let mut log = self.log.borrow_mut();
+        // Counter mutations stay in the log (see above); the rest go.
+        let kept: Vec<Mutation> =
+            log.drain(mark.log..).filter(|m| matches!(m, Mutation::SetCounter(..))).collect();
+        log.extend(kept);
+        Ok(())
+    }
+
+    fn remember(&self, step: Undo) {
+        self.undo.borrow_mut().push(step);
     }
 
     /// The changes made so far, in order.
@@ -396,6 +474,7 @@ impl<'t> Writer<'t> {
             }
         }
         self.log.borrow_mut().clear();
+        self.undo.borrow_mut().clear();
         Ok(())
     }
 
@@ -417,7 +496,8 @@ impl<'t> Writer<'t> {
     pub fn put_object(&self, handle: Handle, record: &ObjectRecord) -> WeftResult<()> {
         let bytes = record.encode();
         let mut table = self.txn.open_table(OBJECTS).map_err(storage_error)?;
-        table.insert(handle.0, bytes.as_slice()).map_err(storage_error)?;
+        let old = table.insert(handle.0, bytes.as_slice()).map_err(storage_error)?.map(|v| v.value().to_vec());
+        self.remember(Undo::Object(handle.0, old));
         self.record(Mutation::PutObject(handle.0, bytes));
         Ok(())
     }
@@ -425,7 +505,8 @@ impl<'t> Writer<'t> {
     /// Deletes an object.
     pub fn delete_object(&self, handle: Handle) -> WeftResult<()> {
         let mut table = self.txn.open_table(OBJECTS).map_err(storage_error)?;
-        table.remove(handle.0).map_err(storage_error)?;
+        let old = table.remove(handle.0).map_err(storage_error)?.map(|v| v.value().to_vec());
+        self.remember(Undo::Object(handle.0, old));
         self.record(Mutation::DeleteObject(handle.0));
         Ok(())
     }
@@ -443,9 +524,11 @@ impl<'t> Writer<'t> {
     /// Inserts an entry with sequence number `sequence` (caller updated the directory record).
     pub fn insert_dirent(&self, dir: Handle, name: &str, sequence: u64, target: Handle, kind: ObjectKind) -> WeftResult<()> {
         let mut dirents = self.txn.open_table(DIRENTS).map_err(storage_error)?;
-        dirents.insert((dir.0, name), (sequence, target.0, kind_tag(kind))).map_err(storage_error)?;
+        let old = dirents.insert((dir.0, name), (sequence, target.0, kind_tag(kind))).map_err(storage_error)?.map(|v| v.value());
+        self.remember(Undo::Dirent(dir.0, name.to_string(), old));
         let mut seq = self.txn.open_table(DIRSEQ).map_err(storage_error)?;
-        seq.insert((dir.0, sequence), name).map_err(storage_error)?;
+        let old = seq.insert((dir.0, sequence), name).map_err(storage_error)?.map(|v| v.value().to_string());
+        self.remember(Undo::DirSeq(dir.0, sequence, old));
         let kind = kind_tag(kind);
         self.record(Mutation::InsertDirent { dir: dir.0, name: name.to_string(), sequence, target: target.0, kind });
         Ok(())
@@ -454,9 +537,11 @@ impl<'t> Writer<'t> {
     /// Removes an entry known to exist with `sequence`.
     pub fn delete_dirent(&self, dir: Handle, name: &str, sequence: u64) -> WeftResult<()> {
         let mut dirents = self.txn.open_table(DIRENTS).map_err(storage_error)?;
-        dirents.remove((dir.0, name)).map_err(storage_error)?;
+        let old = dirents.remove((dir.0, name)).map_err(storage_error)?.map(|v| v.value());
+        self.remember(Undo::Dirent(dir.0, name.to_string(), old));
         let mut seq = self.txn.open_table(DIRSEQ).map_err(storage_error)?;
-        seq.remove((dir.0, sequence)).map_err(storage_error)?;
+        let old = seq.remove((dir.0, sequence)).map_err(storage_error)?.map(|v| v.value().to_string());
+        self.remember(Undo::DirSeq(dir.0, sequence, old));
         self.record(Mutation::DeleteDirent { dir: dir.0, name: name.to_string(), sequence });
         Ok(())
     }
@@ -500,7 +585,8 @@ impl<'t> Writer<'t> {
     /// Inserts or replaces a row of a handle table.
     pub fn put_handle_row(&self, table: HandleTable, handle: Handle, value: u32) -> WeftResult<()> {
         let mut rows = self.txn.open_table(table.definition()).map_err(storage_error)?;
-        rows.insert(handle.0, value).map_err(storage_error)?;
+        let old = rows.insert(handle.0, value).map_err(storage_error)?.map(|v| v.value());
+        self.remember(Undo::HandleRow(table, handle.0, old));
         self.record(Mutation::HandleRow { table: table.tag(), handle: handle.0, value: Some(value) });
         Ok(())
     }
@@ -508,8 +594,56 @@ impl<'t> Writer<'t> {
     /// Deletes a row of a handle table (absent is fine).
     pub fn delete_handle_row(&self, table: HandleTable, handle: Handle) -> WeftResult<()> {
         let mut rows = self.txn.open_table(table.definition()).map_err(storage_error)?;
-        rows.remove(handle.0).map_err(storage_error)?;
+        let old = rows.remove(handle.0).map_err(storage_error)?.map(|v| v.value());
+        self.remember(Undo::HandleRow(table, handle.0, old));
         self.record(Mutation::HandleRow { table: table.tag(), handle: handle.0, value: None });
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(mode: u32) -> ObjectRecord {
+        ObjectRecord::new(ObjectKind::Metafile, mode, 0, 0, 1)
+    }
+
+    #[test]
+    fn rollback_restores_every_row_a_failed_operation_touched() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (a, b, d) = (Handle::new(0, 10).unwrap(), Handle::new(0, 11).unwrap(), Handle::new(0, 12).unwrap());
+        let txn = store.begin_write().unwrap();
+        {
+            let w = Writer::new(&txn);
+            // An earlier, successful operation of the batch.
+            w.put_object(a, &record(0o600)).unwrap();
+            w.insert_dirent(d, "kept", 1, a, ObjectKind::Metafile).unwrap();
+            w.put_handle_row(HandleTable::Reserved, a, 3).unwrap();
+            let mark = w.mark();
+            // The failing one: overwrites, inserts, deletes, then gives up.
+            w.put_object(a, &record(0o644)).unwrap();
+            w.put_object(b, &record(0o600)).unwrap();
+            w.insert_dirent(d, "gone", 2, b, ObjectKind::Metafile).unwrap();
+            w.delete_dirent(d, "kept", 1).unwrap();
+            w.put_handle_row(HandleTable::Reserved, a, 7).unwrap();
+            w.delete_handle_row(HandleTable::Reserved, a).unwrap();
+            w.set_counter("object_ids_reserved/0", 4096).unwrap();
+            w.rollback_to(mark).unwrap();
+            assert_eq!(w.object(a).unwrap().mode, 0o600);
+            assert!(!w.exists(b).unwrap());
+            assert_eq!(w.dirent(d, "kept").unwrap(), Some((1, a, ObjectKind::Metafile)));
+            assert_eq!(w.dirent(d, "gone").unwrap(), None);
+            assert_eq!(w.handle_row(HandleTable::Reserved, a).unwrap(), Some(3));
+            // Id reservations only grow: the counter and its log entry stay.
+            assert_eq!(w.counter("object_ids_reserved/0").unwrap(), 4096);
+            let log = w.take_mutations();
+            assert_eq!(log.len(), 4, "{log:?}");
+            assert!(matches!(log[3], Mutation::SetCounter(..)));
+        }
+        txn.commit().unwrap();
+        let r = store.read().unwrap();
+        assert_eq!(r.dir_page(d, 0, 10).unwrap().0.len(), 1, "readdir order rows restored too");
     }
 }
