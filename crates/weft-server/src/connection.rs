@@ -208,9 +208,11 @@ impl RequestTask {
             self.service.counters.bytes(kind, *bytes);
         }
         self.uploads.lock().expect("uploads lock").remove(&self.request_id);
-        let _ = self.outgoing.send(reply_frame(self.request_id, &reply)).await;
         self.service.counters.latency(kind, self.arrived.elapsed());
+        // The slot is free before the reply can reach the client, so a
+        // client that keeps exactly the limit in flight is never refused.
         self.inflight.fetch_sub(1, Ordering::AcqRel);
+        let _ = self.outgoing.send(reply_frame(self.request_id, &reply)).await;
     }
 
     async fn write(
