@@ -508,6 +508,19 @@ pub enum Request {
         /// Most rows (≤ `limits::BATCH_HANDLES_MAX`).
         max: u32,
     },
+    /// Lookup and aggregate stat in one request, at the parent's server:
+    /// replies `Stat` when the entry names a file or directory stored
+    /// there (the permission check of `Lookup`, then what `StatFile`
+    /// answers), else `Entry` (a symlink, or an object on another server)
+    /// for the client to continue from.
+    StatEntry {
+        /// Caller.
+        cred: Credentials,
+        /// Directory.
+        parent: Handle,
+        /// Entry name.
+        name: String,
+    },
 }
 
 /// What a consistency check needs of one object.
@@ -684,6 +697,7 @@ impl Request {
             Request::ExchangeStatus { .. } => "exchange_status",
             Request::ScanObjects { .. } => "scan_objects",
             Request::ScanHandleRows { .. } => "scan_handle_rows",
+            Request::StatEntry { .. } => "stat_entry",
         }
     }
 }
