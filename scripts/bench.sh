@@ -2,25 +2,73 @@
 # Runs the benchmarks behind BENCHMARKS.md, each RUNS times (default 3), on
 # a fresh local file system of 4 servers mounted with FUSE, and prints the
 # median of every figure. Raw JSON lines go to target/bench/raw.jsonl.
-# Usage: scripts/bench.sh [io] [md] [hpio] [fuse] [postmark] [bonnie]   (default: all)
+# Usage: scripts/bench.sh [io] [md] [hpio] [fuse] [postmark] [bonnie] [md-sweep] [md-delay]
+#   (default: all but md-sweep and md-delay)
+# md-sweep: `weft bench md` on fresh file systems of SWEEP_SERVERS (default
+#   "1 2 4 8") servers; per run, aggregate and --client-driven one operation
+#   at a time per process, and aggregate with INFLIGHT (8) operations in
+#   flight per process. md-delay: 4 servers, every worker message delayed
+#   DELAY_MS (10) ms, per-operation latency of both paths.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
 ./scripts/deps.sh
-for p in bonnie++ postmark; do dpkg -s "$p" >/dev/null 2>&1 || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bonnie++ postmark >/dev/null; break; }; done
+what=${*:-io md hpio fuse postmark bonnie}
+case " $what " in *" postmark "*|*" bonnie "*)
+  for p in bonnie++ postmark; do dpkg -s "$p" >/dev/null 2>&1 || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bonnie++ postmark >/dev/null; break; }; done ;;
+esac
 cargo build --release --locked -p weft-cli
 weft=$PWD/target/release/weft
 out=target/bench
 mkdir -p $out
 raw=$out/raw.jsonl
 : > $raw
+echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -r); load before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee $out/machine.txt
+
+# A fresh file system of $1 servers in $2 (its own address and ports).
+fresh_fs() {
+  $weft up --dir $2 --servers $1 --host 127.0.0.$(( (RANDOM % 200) + 20 )) --base-port 8100 >/dev/null
+}
+sweep_dir=""
+trap '[ -n "$sweep_dir" ] && { $weft down --dir $sweep_dir >/dev/null 2>&1 || true; rm -rf $sweep_dir; }' EXIT
+for w in $what; do
+  case $w in
+    md-sweep)
+      for n in ${SWEEP_SERVERS:-1 2 4 8}; do
+        sweep_dir=$(mktemp -d /tmp/weft-sweep-XXXX)
+        fresh_fs $n $sweep_dir
+        for run in $(seq 1 $RUNS); do
+          echo "md-sweep servers=$n run=$run load: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a $out/machine.txt
+          for mode in "" "--client-driven" "--inflight ${INFLIGHT:-8}"; do
+            $weft --config $sweep_dir/weft.toml bench md --procs 4 --files ${FILES:-1000} $mode --json >> $raw
+          done
+        done
+        $weft down --dir $sweep_dir >/dev/null; rm -rf $sweep_dir; sweep_dir=""
+      done ;;
+    md-delay)
+      sweep_dir=$(mktemp -d /tmp/weft-sweep-XXXX)
+      fresh_fs 4 $sweep_dir
+      for run in $(seq 1 $RUNS); do
+        echo "md-delay run=$run load: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a $out/machine.txt
+        for mode in "" "--client-driven"; do
+          $weft --config $sweep_dir/weft.toml bench md --procs 4 --files ${DELAY_FILES:-100} --delay-ms ${DELAY_MS:-10} $mode --json >> $raw
+        done
+      done
+      $weft down --dir $sweep_dir >/dev/null; rm -rf $sweep_dir; sweep_dir="" ;;
+  esac
+done
+what=$(echo " $what " | sed 's/ md-sweep / /; s/ md-delay / /' | xargs)
+if [ -z "$what" ]; then
+  python3 scripts/median.py $raw | tee $out/medians.txt
+  echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a $out/machine.txt
+  exit 0
+fi
+
 dir=$(mktemp -d /tmp/weft-bench-XXXX)
 trap '$weft down --dir $dir >/dev/null 2>&1 || true; rm -rf $dir' EXIT
 host=127.0.0.$(( (RANDOM % 200) + 20 ))
 eval "$($weft up --dir $dir --servers 4 --host $host --base-port 7900 | grep '^export ')"
 mnt=$dir/mnt
-what=${*:-io md hpio fuse postmark bonnie}
-echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -r); load before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee $out/machine.txt
 
 for run in $(seq 1 $RUNS); do
   for w in $what; do

@@ -92,9 +92,53 @@ pub struct MdArgs {
     /// the servers' aggregate ones.
     #[arg(long)]
     client_driven: bool,
+    /// Phases, in order (each works on the names the ones before made).
+    #[arg(long, value_delimiter = ',', default_value = "create,stat,remove,mkdir,rmdir")]
+    phases: Vec<MdPhase>,
+    /// Operations each process keeps in flight (1 = one at a time).
+    #[arg(long, default_value_t = 1)]
+    inflight: u32,
+    /// Resolve the whole path on every operation (one lookup per
+    /// directory component first). Default: each process resolves its
+    /// directory once and works relative to its handle (like `*at()` calls
+    /// on an open directory, or PVFS's system interface).
+    #[arg(long)]
+    by_path: bool,
+    /// Injected delay per message in the workers' transport, ms (emulates
+    /// a wide-area client; the servers are not slowed). `WEFT_FAULTS` in
+    /// the environment reaches the workers too.
+    #[arg(long, default_value_t = 0)]
+    delay_ms: u64,
     /// Print one JSON object per result.
     #[arg(long)]
     json: bool,
+}
+
+/// Phases of `bench md`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum MdPhase {
+    /// Create files (exclusive).
+    Create,
+    /// Stat each file (`lstat`).
+    Stat,
+    /// Remove each file.
+    Remove,
+    /// Create directories.
+    Mkdir,
+    /// Remove the directories.
+    Rmdir,
+}
+
+impl MdPhase {
+    fn name(self) -> &'static str {
+        match self {
+            MdPhase::Create => "create",
+            MdPhase::Stat => "stat",
+            MdPhase::Remove => "remove",
+            MdPhase::Mkdir => "mkdir",
+            MdPhase::Rmdir => "rmdir",
+        }
+    }
 }
 
 /// Arguments of a worker process.
@@ -118,6 +162,12 @@ pub struct WorkerArgs {
     stripe_count: Option<u32>,
     #[arg(long)]
     client_driven: bool,
+    #[arg(long, default_value_t = 1)]
+    inflight: u32,
+    #[arg(long)]
+    by_path: bool,
+    #[arg(long, default_value_t = 0)]
+    delay_ms: u64,
 }
 
 /// Arguments of the TCP sink.
@@ -398,6 +448,9 @@ fn bench_md(config: Config, config_path: PathBuf, args: MdArgs) -> Result<(), St
     let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
     let client = runtime.block_on(async { Client::new(config.clone(), ClientOptions::default()) }).map_err(|e| e.to_string())?;
     let run_id = std::process::id();
+    // A file system started by `weft up` on this machine lists its server
+    // processes next to its configuration: their CPU time is measured too.
+    let server_pids = local_server_pids(&config_path);
     for layout in ["unique_dir", "shared_dir"] {
         let base = format!("/bench-md-{run_id}-{layout}");
         runtime.block_on(client.mkdir_all(&base, 0o755)).map_err(|e| e.to_string())?;
@@ -406,7 +459,7 @@ fn bench_md(config: Config, config_path: PathBuf, args: MdArgs) -> Result<(), St
                 runtime.block_on(client.mkdir(&format!("{base}/p{rank}"), 0o755)).map_err(|e| e.to_string())?;
             }
         }
-        for phase in ["create", "stat", "remove"] {
+        for phase in args.phases.iter().map(|p| p.name()) {
             let per_worker = (0..args.procs)
                 .map(|rank| {
                     let dir = if layout == "unique_dir" { format!("{base}/p{rank}") } else { base.clone() };
@@ -423,19 +476,49 @@ fn bench_md(config: Config, config_path: PathBuf, args: MdArgs) -> Result<(), St
                     if args.client_driven {
                         v.push("--client-driven".into());
                     }
+                    if args.by_path {
+                        v.push("--by-path".into());
+                    }
+                    v.extend(["--inflight".into(), args.inflight.max(1).to_string()]);
+                    v.extend(["--delay-ms".into(), args.delay_ms.to_string()]);
                     v
                 })
                 .collect();
+            let servers_before = server_cpu_seconds(&server_pids);
             let (seconds, results) = run_phase(&config_path, per_worker)?;
+            let server_cpu = servers_before.zip(server_cpu_seconds(&server_pids)).map(|(before, after)| after - before);
             let ops = args.procs as u64 * args.files as u64;
             let cpu: f64 = results.iter().filter_map(|r| r.get("cpu_s").and_then(|v| v.as_f64())).sum();
-            emit(args.json, json!({
+            let mut latencies: Vec<f64> = results
+                .iter()
+                .filter_map(|r| r.get("latency_us").and_then(|v| v.as_array()))
+                .flatten()
+                .filter_map(|v| v.as_f64())
+                .collect();
+            latencies.sort_by(f64::total_cmp);
+            let percentile = |q: f64| {
+                if latencies.is_empty() {
+                    return 0.0;
+                }
+                let at = ((latencies.len() - 1) as f64 * q).round() as usize;
+                (latencies[at] * 10.0).round() / 10.0
+            };
+            let mut result = json!({
                 "bench": "md", "layout": layout, "phase": phase, "procs": args.procs, "files_per_proc": args.files,
                 "servers": config.servers.len(), "metadata_sync": durable,
                 "method": if args.client_driven { "client_driven" } else { "aggregate" },
+                "inflight": args.inflight.max(1), "paths": if args.by_path { "full" } else { "dir_handle" },
+                "delay_ms": args.delay_ms,
                 "ops_per_s": (ops as f64 / seconds).round(),
                 "client_cpu_us_per_op": (cpu / ops as f64 * 1e6 * 10.0).round() / 10.0,
-            }));
+                "latency_us_p50": percentile(0.5),
+                "latency_us_p99": percentile(0.99),
+                "load_avg_1m": load_average(),
+            });
+            if let Some(server_cpu) = server_cpu {
+                result["server_cpu_us_per_op"] = json!((server_cpu / ops as f64 * 1e6 * 10.0).round() / 10.0);
+            }
+            emit(args.json, result);
         }
         let _ = runtime.block_on(async {
             for rank in 0..args.procs {
@@ -445,6 +528,42 @@ fn bench_md(config: Config, config_path: PathBuf, args: MdArgs) -> Result<(), St
         });
     }
     Ok(())
+}
+
+/// The servers' process ids from the `pids` file `weft up` writes beside
+/// the configuration (empty when there is none: servers elsewhere).
+fn local_server_pids(config_path: &std::path::Path) -> Vec<u32> {
+    let Some(dir) = config_path.parent() else { return Vec::new() };
+    let text = std::fs::read_to_string(dir.join("pids")).unwrap_or_default();
+    text.lines().filter_map(|line| line.trim().parse().ok()).collect()
+}
+
+/// User + system CPU seconds of these processes (all threads), from
+/// `/proc`; `None` when there are none or one has gone.
+fn server_cpu_seconds(pids: &[u32]) -> Option<f64> {
+    if pids.is_empty() {
+        return None;
+    }
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let mut total = 0.0;
+    for pid in pids {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // Fields after the command name: state is the first, utime the 12th, stime the 13th.
+        let fields: Vec<&str> = text.rsplit_once(')')?.1.split_whitespace().collect();
+        let utime: f64 = fields.get(11)?.parse().ok()?;
+        let stime: f64 = fields.get(12)?.parse().ok()?;
+        total += (utime + stime) / ticks;
+    }
+    Some(total)
+}
+
+/// The 1-minute load average (the machine is shared: every figure says how busy it was).
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0.0)
 }
 
 // ---------- worker ----------
@@ -460,7 +579,10 @@ fn cpu_seconds() -> f64 {
 fn worker(config: Config, args: WorkerArgs) -> Result<(), String> {
     // One thread: no cross-thread wakeups per request.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
-    let defaults = ClientOptions::default();
+    let mut defaults = ClientOptions::default();
+    if args.delay_ms > 0 {
+        defaults.faults.delay = std::time::Duration::from_millis(args.delay_ms);
+    }
     let options = ClientOptions { client_driven: args.client_driven || defaults.client_driven, ..defaults };
     let client = runtime.block_on(async { Client::new(config, options) }).map_err(|e| e.to_string())?;
     let result = runtime.block_on(async {
@@ -472,8 +594,14 @@ fn worker(config: Config, args: WorkerArgs) -> Result<(), String> {
         std::io::stdin().read_line(&mut go).map_err(|e| e.to_string())?;
         let cpu_before = cpu_seconds();
         let start = Instant::now();
-        execute(&client, &args, prepared).await?;
-        Ok::<_, String>(json!({"rank": args.rank, "seconds": start.elapsed().as_secs_f64(), "cpu_s": cpu_seconds() - cpu_before}))
+        let latencies = if args.task.starts_with("md-") {
+            execute_md(&client, &args).await?
+        } else {
+            execute(&client, &args, prepared).await?;
+            Vec::new()
+        };
+        let cpu_s = cpu_seconds() - cpu_before;
+        Ok::<_, String>(json!({"rank": args.rank, "seconds": start.elapsed().as_secs_f64(), "cpu_s": cpu_s, "latency_us": latencies}))
     });
     match result {
         Ok(value) => println!("{value}"),
@@ -494,7 +622,6 @@ async fn prepare(client: &Client, args: &WorkerArgs) -> Result<Option<weft_clien
 }
 
 async fn execute(client: &Client, args: &WorkerArgs, file: Option<weft_client::File>) -> Result<(), String> {
-    let name = |i: u32| format!("{}/r{}-f{i}", args.path, args.rank);
     match args.task.as_str() {
         "io-write" | "io-read" => {
             let file = file.expect("prepared");
@@ -515,25 +642,47 @@ async fn execute(client: &Client, args: &WorkerArgs, file: Option<weft_client::F
             }
             Ok(())
         }
-        "md-create" => {
-            let options = CreateOptions { exclusive: true, stripe_count: args.stripe_count, ..Default::default() };
-            for i in 0..args.count {
-                client.create(&name(i), options).await.map_err(|e| format!("{}: {e}", name(i)))?;
-            }
-            Ok(())
-        }
-        "md-stat" => {
-            for i in 0..args.count {
-                client.stat(&name(i)).await.map_err(|e| format!("{}: {e}", name(i)))?;
-            }
-            Ok(())
-        }
-        "md-remove" => {
-            for i in 0..args.count {
-                client.unlink(&name(i)).await.map_err(|e| format!("{}: {e}", name(i)))?;
-            }
-            Ok(())
-        }
         other => Err(format!("unknown worker task {other}")),
     }
+}
+
+/// One metadata phase: `count` operations, `inflight` at a time; returns
+/// each operation's latency in µs (in completion order).
+async fn execute_md(client: &Client, args: &WorkerArgs) -> Result<Vec<f64>, String> {
+    use futures::stream::StreamExt;
+    // The directory is resolved once, inside the timed phase (one lookup
+    // per component, not per operation).
+    let dir = if args.by_path { None } else { Some(client.resolve(&args.path, true).await.map_err(|e| format!("{}: {e}", args.path))?.0) };
+    let prefix = match args.task.as_str() {
+        "md-create" | "md-stat" | "md-remove" => "f",
+        "md-mkdir" | "md-rmdir" => "d",
+        other => return Err(format!("unknown worker task {other}")),
+    };
+    let options = CreateOptions { exclusive: true, stripe_count: args.stripe_count, ..Default::default() };
+    let one = |i: u32| async move {
+        let name = format!("r{}-{prefix}{i}", args.rank);
+        let start = Instant::now();
+        let result = match (args.task.as_str(), dir) {
+            ("md-create", Some(d)) => client.create_in(d, &name, options).await.map(drop),
+            ("md-stat", Some(d)) => client.lstat_in(d, &name).await.map(drop),
+            ("md-remove", Some(d)) => client.unlink_in(d, &name).await,
+            ("md-mkdir", Some(d)) => client.mkdir_in(d, &name, 0o755).await.map(drop),
+            ("md-rmdir", Some(d)) => client.rmdir_in(d, &name).await,
+            (task, None) => {
+                let path = format!("{}/{name}", args.path);
+                match task {
+                    "md-create" => client.create(&path, options).await.map(drop),
+                    "md-stat" => client.lstat(&path).await.map(drop),
+                    "md-remove" => client.unlink(&path).await,
+                    "md-mkdir" => client.mkdir(&path, 0o755).await.map(drop),
+                    _ => client.rmdir(&path).await,
+                }
+            }
+            _ => unreachable!("task checked above"),
+        };
+        result.map(|_| start.elapsed().as_secs_f64() * 1e6).map_err(|e| format!("{}/{name}: {e}", args.path))
+    };
+    let results: Vec<Result<f64, String>> =
+        futures::stream::iter(0..args.count).map(one).buffer_unordered(args.inflight.max(1) as usize).collect().await;
+    results.into_iter().map(|r| r.map(|us| (us * 10.0).round() / 10.0)).collect()
 }

@@ -206,19 +206,39 @@ impl Client {
     pub async fn stat_handle(&self, handle: Handle) -> WeftResult<Stat> {
         if !self.shared.client_driven {
             return match self.call_at(handle, Request::StatFile { handle }).await? {
-                Reply::Stat { attributes, sizes } => {
-                    let datafiles = attributes.layout.as_ref().map(|l| l.datafiles.clone()).unwrap_or_default();
-                    if datafiles.len() != sizes.len() {
-                        return Err(ErrorCode::Protocol);
-                    }
-                    Ok(to_stat(attributes, &datafiles.into_iter().zip(sizes).collect()))
-                }
+                Reply::Stat { attributes, sizes } => stat_from_reply(attributes, sizes),
                 _ => Err(ErrorCode::Protocol),
             };
         }
         let attrs = self.getattr_raw(handle).await?;
         let mut stats = self.stats_from_attributes(vec![attrs]).await?;
         Ok(stats.remove(0))
+    }
+
+    /// Attributes of entry `name` of `parent`, not following a symlink:
+    /// one request when the object is stored on the parent's server (the
+    /// parent's server looks the name up and stats it, `StatEntry`); two
+    /// otherwise. Client-driven: a lookup, then [`Client::stat_handle`].
+    pub async fn lstat_in(&self, parent: Handle, name: &str) -> WeftResult<Stat> {
+        match self.stat_entry(parent, name).await? {
+            Ok(stat) => Ok(stat),
+            Err((handle, _)) => self.stat_handle(handle).await,
+        }
+    }
+
+    /// One `StatEntry` request (aggregate) or a lookup (client-driven):
+    /// the stat, or the entry when the caller must continue from it.
+    pub(crate) async fn stat_entry(&self, parent: Handle, name: &str) -> WeftResult<Result<Stat, (Handle, ObjectKind)>> {
+        weft_proto::message::validate_name(name)?;
+        if self.shared.client_driven {
+            return Ok(Err(self.lookup(parent, name).await?));
+        }
+        let request = Request::StatEntry { cred: self.cred(), parent, name: name.to_string() };
+        match self.call_at(parent, request).await? {
+            Reply::Stat { attributes, sizes } => Ok(Ok(stat_from_reply(attributes, sizes)?)),
+            Reply::Entry { handle, kind } => Ok(Err((handle, kind))),
+            _ => Err(ErrorCode::Protocol),
+        }
     }
 
     /// Local sizes of datafiles, batched per server, one request per server.
@@ -301,6 +321,15 @@ impl Client {
         let turn = self.shared.placement.fetch_add(1, Ordering::Relaxed);
         turn as usize % candidates.len()
     }
+}
+
+/// A `Stat` reply (attributes and one size per datafile, in layout order).
+fn stat_from_reply(attributes: Attributes, sizes: Vec<DatafileStat>) -> WeftResult<Stat> {
+    let datafiles = attributes.layout.as_ref().map(|l| l.datafiles.clone()).unwrap_or_default();
+    if datafiles.len() != sizes.len() {
+        return Err(ErrorCode::Protocol);
+    }
+    Ok(to_stat(attributes, &datafiles.into_iter().zip(sizes).collect()))
 }
 
 fn to_stat(attrs: Attributes, sizes: &BTreeMap<Handle, DatafileStat>) -> Stat {

@@ -13,13 +13,28 @@ const LIST_PAGE_ENTRIES: u32 = 1024;
 impl Client {
     /// Attributes of a path, following a final symlink.
     pub async fn stat(&self, path: &str) -> WeftResult<Stat> {
-        let (handle, _) = self.resolve(path, true).await?;
-        self.stat_handle(handle).await
+        self.stat_path(path, true).await
     }
 
     /// Attributes of a path, not following a final symlink.
     pub async fn lstat(&self, path: &str) -> WeftResult<Stat> {
-        let (handle, _) = self.resolve(path, false).await?;
+        self.stat_path(path, false).await
+    }
+
+    /// Resolves the parent, then looks up and stats the last component in
+    /// one request (`StatEntry`); a final symlink to follow, a final `..`
+    /// and the root take the component-by-component way.
+    async fn stat_path(&self, path: &str, follow: bool) -> WeftResult<Stat> {
+        let last = crate::path::components(path)?.pop();
+        if !self.client_driven() && last.is_some_and(|name| name != "..") {
+            let (parent, name) = self.resolve_parent(path).await?;
+            match self.stat_entry(parent, &name).await? {
+                Ok(stat) => return Ok(stat),
+                Err((handle, kind)) if kind != ObjectKind::Symlink || !follow => return self.stat_handle(handle).await,
+                Err(_) => {}
+            }
+        }
+        let (handle, _) = self.resolve(path, follow).await?;
         self.stat_handle(handle).await
     }
 

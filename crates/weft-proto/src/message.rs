@@ -566,6 +566,19 @@ pub enum Request {
         /// Lock id from the `Lock` reply.
         lock: u64,
     },
+    /// Lookup and aggregate stat in one request, at the parent's server:
+    /// replies `Stat` when the entry names a file or directory stored
+    /// there (the permission check of `Lookup`, then what `StatFile`
+    /// answers), else `Entry` (a symlink, or an object on another server)
+    /// for the client to continue from.
+    StatEntry {
+        /// Caller.
+        cred: Credentials,
+        /// Directory.
+        parent: Handle,
+        /// Entry name.
+        name: String,
+    },
 }
 
 /// What a consistency check needs of one object.
@@ -779,6 +792,7 @@ impl Request {
             Request::PointerGet { .. } => "pointer_get",
             Request::LockAcquire { .. } => "lock_acquire",
             Request::LockRelease { .. } => "lock_release",
+            Request::StatEntry { .. } => "stat_entry",
         }
     }
 }

@@ -10,7 +10,8 @@
 //!   file gets fewer stripes than asked and its layout says so; only when
 //!   no data server can give a datafile does create fail (`NoSpace`).
 //! - stat: the metafile's attributes plus datafile sizes gathered by one
-//!   `DatafileSizes` tree collective rooted here.
+//!   `DatafileSizes` tree collective rooted here; `StatEntry` does the
+//!   lookup in the same request (stat by parent and name).
 //! - remove: entry, metafile and reclaim rows in one transaction; the
 //!   datafiles go later through the reclaim queue ([`crate::reclaim`]).
 //! - mkdir: one transaction when the new directory is placed here; else a
@@ -174,6 +175,37 @@ impl Service {
     pub async fn stat_file(self: &Arc<Self>, handle: Handle) -> ReplyResult {
         self.local(handle)?;
         let attributes = self.read(move |s, r| s.attributes(r, handle)).await?;
+        let datafiles = attributes.layout.as_ref().map(|l| l.datafiles.clone()).unwrap_or_default();
+        let sizes = if datafiles.is_empty() { Vec::new() } else { self.gather_sizes(&datafiles).await? };
+        Ok(Reply::Stat { attributes, sizes })
+    }
+
+    /// Lookup and aggregate stat in one request: the entry's attributes
+    /// (read in the same read transaction as the entry) and its datafile
+    /// sizes, when the object is stored here; else the entry, for the
+    /// client to continue from (a symlink to follow, an object elsewhere).
+    pub async fn stat_entry(self: &Arc<Self>, cred: Credentials, parent: Handle, name: String) -> ReplyResult {
+        self.local(parent)?;
+        message::validate_name(&name)?;
+        let found = self
+            .read(move |s, r| {
+                let dir = r.object(parent).map_err(|e| if e == ErrorCode::Stale { ErrorCode::NoEntry } else { e })?;
+                if dir.kind != ObjectKind::Directory {
+                    return Err(ErrorCode::NotDir);
+                }
+                perm::check(&cred, &dir, EXEC)?;
+                let (handle, kind) = r.dirent(parent, &name)?.ok_or(ErrorCode::NoEntry)?;
+                let here = s.config.server_of_handle(handle) == Some(s.server_id);
+                if kind == ObjectKind::Symlink || !here {
+                    return Ok(Err(Reply::Entry { handle, kind }));
+                }
+                Ok(Ok(s.attributes(r, handle)?))
+            })
+            .await?;
+        let attributes = match found {
+            Ok(attributes) => attributes,
+            Err(entry) => return Ok(entry),
+        };
         let datafiles = attributes.layout.as_ref().map(|l| l.datafiles.clone()).unwrap_or_default();
         let sizes = if datafiles.is_empty() { Vec::new() } else { self.gather_sizes(&datafiles).await? };
         Ok(Reply::Stat { attributes, sizes })

@@ -6,9 +6,11 @@
 //! transaction, then replies. A background task on every server removes
 //! what its queue holds with one `RemoveObjects` tree collective (its own
 //! datafiles being its own share) and deletes the rows of the objects that
-//! are gone. Rows of servers that do not answer stay and are retried every
-//! [`RECLAIM_PERIOD`], so datafiles on a server that is down are reclaimed
-//! after it returns. `fsck` counts queued handles as accounted for.
+//! are gone; a wake (something was queued) starts a round after a short
+//! pause, so a stream of removes shares rounds. Rows of servers that do
+//! not answer stay and are retried every [`RECLAIM_PERIOD`], so datafiles
+//! on a server that is down are reclaimed after it returns. `fsck` counts
+//! queued handles as accounted for.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,6 +26,11 @@ use crate::store::{HandleTable, Writer};
 pub const RECLAIM_PERIOD: Duration = Duration::from_millis(500);
 /// Handles taken from the queue per round.
 const RECLAIM_BATCH: usize = 4096;
+/// After a wake, how long the task lets more removes join its round: a
+/// round costs a collective and a durable commit on every server holding a
+/// datafile, so one round per remove made removes several times dearer
+/// than creates.
+const RECLAIM_COALESCE: Duration = Duration::from_millis(50);
 
 /// What removing an object left to do after the commit.
 pub enum Removed {
@@ -161,7 +168,9 @@ impl Service {
                 let _ = this.reclaim_round().await;
                 let wake = this.reclaim_wake.clone();
                 drop(this);
-                let _ = tokio::time::timeout(RECLAIM_PERIOD, wake.notified()).await;
+                if tokio::time::timeout(RECLAIM_PERIOD, wake.notified()).await.is_ok() {
+                    tokio::time::sleep(RECLAIM_COALESCE).await;
+                }
             }
         });
     }

@@ -164,6 +164,7 @@ impl Service {
                 self.create_file(args).await
             }
             Request::StatFile { handle } => self.stat_file(handle).await,
+            Request::StatEntry { cred, parent, name } => self.stat_entry(cred, parent, name).await,
             Request::RemoveEntry { cred, parent, name, expect_directory } => {
                 self.remove_entry(cred, parent, name, expect_directory).await
             }

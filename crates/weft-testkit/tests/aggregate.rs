@@ -55,6 +55,49 @@ fn one_request_per_operation_whatever_the_width() {
     }
 }
 
+#[test]
+fn stat_by_path_looks_up_and_stats_the_last_component_in_one_request() {
+    let cluster = Cluster::start(ClusterOptions { servers: 4, ..Default::default() });
+    let c = cluster.client();
+    c.mkdir("/d", 0o755).unwrap();
+    let file = c.create("/d/f", exclusive()).unwrap();
+    c.write_at(&file, 100_000, b"x").unwrap();
+    c.symlink("f", "/d/l").unwrap();
+    c.symlink("/nowhere", "/d/dangling").unwrap();
+    // One lookup for `d`, then one request for the entry and its sizes.
+    let stat = std::cell::RefCell::new(None);
+    assert_eq!(requests(&c, &|| *stat.borrow_mut() = Some(c.stat("/d/f").unwrap())), 2);
+    let stat = stat.into_inner().unwrap();
+    assert_eq!(stat.size, 100_001);
+    assert_eq!(stat, c.block_on(c.client().stat_handle(file.handle)).unwrap());
+    let dir = c.stat("/d").unwrap();
+    assert_eq!(c.block_on(c.client().lstat_in(dir.handle, "f")).unwrap(), stat);
+    // Symlinks: stat follows (relative target), lstat does not.
+    assert_eq!(c.stat("/d/l").unwrap(), stat);
+    let link = c.lstat("/d/l").unwrap();
+    assert_eq!(link.kind, weft_proto::message::ObjectKind::Symlink);
+    assert_eq!(link.size, 1);
+    assert_eq!(c.stat("/d/dangling"), Err(ErrorCode::NoEntry));
+    assert_eq!(c.stat("/d/missing"), Err(ErrorCode::NoEntry));
+    assert_eq!(c.stat("/d/f/x"), Err(ErrorCode::NotDir));
+    assert_eq!(c.stat("/d/..").unwrap().handle, Handle::ROOT);
+    // Directories, wherever they were placed, and the same answers client-driven.
+    for i in 0..8 {
+        c.mkdir(&format!("/d/sub{i}"), 0o755).unwrap();
+        c.create(&format!("/d/sub{i}/g"), exclusive()).unwrap();
+    }
+    let d = driven(&cluster);
+    for i in 0..8 {
+        assert_eq!(c.stat(&format!("/d/sub{i}")).unwrap(), d.stat(&format!("/d/sub{i}")).unwrap());
+        assert_eq!(c.stat(&format!("/d/sub{i}/g")).unwrap(), d.stat(&format!("/d/sub{i}/g")).unwrap());
+    }
+    assert_eq!(c.stat("/d/f").unwrap(), d.stat("/d/f").unwrap());
+    // Permission to search the parent is checked as a lookup does.
+    c.chmod("/d", 0o700).unwrap();
+    let other = cluster.client().client().as_user(weft_proto::message::Credentials { uid: 4242, gid: 4242, groups: vec![] });
+    assert_eq!(c.block_on(other.stat("/d/f")), Err(ErrorCode::Access));
+}
+
 fn collective(c: &BlockingClient, root: u32, order: &[u32], fanout: u32) -> weft_proto::message::CollectiveResult {
     let groups = order.iter().map(|s| CollectiveGroup { server_id: *s, handles: vec![] }).collect();
     let request = Request::Collective { operation: CollectiveOp::Ping, groups, fanout, round: 0 };
