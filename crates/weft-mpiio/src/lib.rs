@@ -21,6 +21,8 @@
 //!   the application's thread (`MPI_File_i*`, split collectives).
 //! - [`shared`]: shared file pointers (server sessions) and atomic mode (byte-range locks), with their C ABI.
 //! - [`collective`]: two-phase collective buffering (plans, windows) and its C ABI.
+//! - [`posix`]: POSIX calls (`open`, `access`, `truncate`, `unlink`) on
+//!   `weft:` names, for libraries that probe their files outside MPI-IO.
 #![warn(missing_docs)]
 
 pub mod collective;
@@ -28,6 +30,7 @@ pub mod error;
 pub mod ffi;
 pub mod file;
 pub mod nonblocking;
+pub mod posix;
 pub mod runtime;
 pub mod shared;
 pub mod types;

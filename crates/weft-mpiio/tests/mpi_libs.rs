@@ -13,15 +13,19 @@
 //! 3. a file the program wrote on a local path through ROMIO is copied into
 //!    Weft and read back and verified through libweft_mpiio.
 //!
-//! PnetCDF 1.12.3 cannot open (`ncmpi_open`) a `weft:` file: rank 0 first
-//! reads the file's signature with POSIX `open()` (`ncmpi_inq_file_format`,
-//! which strips only ROMIO's own prefixes such as `ufs:` or `lustre:`), so a
-//! name that exists only behind MPI-IO gives `NC_ENOENT` before any
-//! `MPI_File_*` call; `ncmpi_create` works (its POSIX `lstat` of the name
-//! may fail). The PnetCDF test therefore writes through Weft, checks the
-//! bytes through ROMIO (job 2), and asserts that this failure is still the
-//! one and only obstacle to job 3 (so that the test notices when it goes
-//! away and job 3 must be enabled).
+//! PnetCDF 1.12.3 also touches the file through POSIX, on the name it was
+//! given (it strips only ROMIO's own prefixes such as `ufs:`): rank 0 of
+//! `ncmpi_open` sniffs the format with `open()` + `read()`, `ncmpi_create`
+//! asks `access()` and, with `NC_CLOBBER`, empties an existing file with
+//! `truncate()`. libweft_mpiio serves these on `weft:` names (`c/posix.c`),
+//! so all three jobs run for PnetCDF too, and before job 1 the PnetCDF test
+//! writes a larger dataset to the same `weft:` name: job 1's `NC_CLOBBER`
+//! create must replace it entirely — the stored file must equal, byte for
+//! byte, the one ROMIO writes for the same dataset on a local path (no stale
+//! trailing bytes). The program also checks that `NC_NOCLOBBER` on an
+//! existing file gives `NC_EEXIST` (through `access()`). The PnetCDF jobs
+//! reading `weft:` files run with `WEFT_POSIX_SNAPSHOT_MAX=4096`, below
+//! the files' sizes: the format sniff must get the first bytes.
 //!
 //! Skipped with a message when OpenMPI or the library's development
 //! package is missing, unless `WEFT_REQUIRE_MPI=1` (then that fails).
@@ -75,32 +79,10 @@ fn copy_into_weft(cluster: &Cluster, local: &Path, path: &str) {
     client.write_at(&file, 0, &bytes).unwrap_or_else(|e| panic!("write {path}: {e:?}"));
 }
 
-/// How a program opens an existing file.
-#[derive(PartialEq)]
-enum Reopen {
-    /// Through MPI-IO only: every job runs.
-    MpiIo,
-    /// With a POSIX `open()` of the name first (PnetCDF's
-    /// `ncmpi_inq_file_format`): reading a `weft:` name must fail with this
-    /// message on stderr.
-    PosixFirst(&'static str),
-}
-
-/// Runs a job that must fail; returns its output (stdout and stderr).
-fn failing_job(flavour: Flavour, program: &Path, args: &[&str], config: Option<&Path>) -> String {
-    let outcome = std::panic::catch_unwind(|| run_job(flavour, program, args, config, true));
-    match outcome {
-        Ok(run) => panic!("expected the job to fail, it succeeded:\n{}{}", run.stdout, run.stderr),
-        Err(payload) => payload
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_default(),
-    }
-}
-
-/// The three jobs described in the module comment for one program.
-fn library_round_trips(name: &str, package: &str, apt: &str, magic: &[u8], reopen: Reopen) {
+/// The three jobs described in the module comment for one program; with
+/// `clobber`, the program first writes a larger dataset in that mode to the
+/// `weft:` name job 1 then re-creates.
+fn library_round_trips(name: &str, package: &str, apt: &str, magic: &[u8], clobber: Option<&str>) {
     let flavour = Flavour::OpenMpi;
     if !available(flavour) || !library_available(package, apt) {
         return;
@@ -114,10 +96,23 @@ fn library_round_trips(name: &str, package: &str, apt: &str, magic: &[u8], reope
 
     // 1. Written and verified through Weft.
     let weft_path = format!("/{name}.weft");
-    let mode = if reopen == Reopen::MpiIo { "both" } else { "write" };
-    let run = run_job(flavour, &binary, &[&format!("weft:{weft_path}"), mode], config, true);
+    let mut clobbered = 0;
+    if let Some(big) = clobber {
+        let run = run_job(flavour, &binary, &[&format!("weft:{weft_path}"), big], config, true);
+        assert!(run.stdout.contains(&ok), "writing the larger dataset:\n{}{}", run.stdout, run.stderr);
+        clobbered = weft_file_bytes(&cluster, &weft_path).len();
+    }
+    // PnetCDF's format sniff reads the file through a POSIX snapshot: with a
+    // limit below the file's size it must get the first bytes, not EFBIG.
+    let small_snapshots = [("WEFT_POSIX_SNAPSHOT_MAX", "4096")];
+    let env: &[(&str, &str)] = if clobber.is_some() { &small_snapshots } else { &[] };
+    let run = run_job_env(flavour, &binary, &[&format!("weft:{weft_path}"), "both"], config, true, env);
+    assert!(!run.stderr.contains("snapshot limit"), "{}", run.stderr);
     assert!(run.stdout.contains(&ok), "{}{}", run.stdout, run.stderr);
     let stored = weft_file_bytes(&cluster, &weft_path);
+    if clobber.is_some() {
+        assert!(stored.len() > 4096, "the snapshot limit must be below the file's size");
+    }
     assert!(stored.starts_with(magic), "{weft_path} does not start with the format's signature: {:?}", &stored[..stored.len().min(16)]);
 
     // 2. Weft's bytes, read by the reference stack (ROMIO on a local file).
@@ -132,38 +127,25 @@ fn library_round_trips(name: &str, package: &str, apt: &str, magic: &[u8], reope
     assert!(run.stdout.contains(&ok), "writing through ROMIO:\n{}{}", run.stdout, run.stderr);
     let weft_copy = format!("/{name}.from-romio");
     copy_into_weft(&cluster, &reference, &weft_copy);
-    let args = [format!("weft:{weft_copy}"), "read".to_string()];
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    match reopen {
-        Reopen::MpiIo => {
-            let run = run_job(flavour, &binary, &args, config, true);
-            assert!(run.stdout.contains(&ok), "reading ROMIO's file through Weft:\n{}{}", run.stdout, run.stderr);
-        }
-        Reopen::PosixFirst(message) => {
-            eprintln!("{name}: reopening a weft: file must fail (a panic message of the harness follows)");
-            let output = failing_job(flavour, &binary, &args, config);
-            assert!(
-                output.contains(message),
-                "reopening a weft: file failed differently than by the library's POSIX open():\n{output}"
-            );
-            eprintln!("{name}: reopening a weft: file fails as expected (POSIX open() of the name): {message}");
-        }
+    let run = run_job_env(flavour, &binary, &[&format!("weft:{weft_copy}"), "read"], config, true, env);
+    assert!(run.stdout.contains(&ok), "reading ROMIO's file through Weft:\n{}{}", run.stdout, run.stderr);
+
+    // The clobbered file holds exactly the new dataset.
+    if clobber.is_some() {
+        let romio = std::fs::read(&reference).expect("ROMIO's file");
+        assert!(clobbered > romio.len(), "the first dataset ({clobbered} bytes) must be larger than the second ({})", romio.len());
+        assert_eq!(stored.len(), romio.len(), "{weft_path} after NC_CLOBBER: stale bytes of the larger dataset remain");
+        assert!(stored == romio, "{weft_path} after NC_CLOBBER differs from ROMIO's file of the same dataset");
     }
 }
 
 #[test]
 fn openmpi_parallel_hdf5() {
-    library_round_trips("hdf5_rw", "hdf5-openmpi", "libhdf5-openmpi-dev", b"\x89HDF\r\n\x1a\n", Reopen::MpiIo);
+    library_round_trips("hdf5_rw", "hdf5-openmpi", "libhdf5-openmpi-dev", b"\x89HDF\r\n\x1a\n", None);
 }
 
 #[test]
 fn openmpi_pnetcdf() {
     // CDF-5 (NC_64BIT_DATA): "CDF" then version byte 5.
-    library_round_trips(
-        "pnetcdf_rw",
-        "pnetcdf",
-        "libpnetcdf-dev",
-        b"CDF\x05",
-        Reopen::PosixFirst("ncmpi_open(MPI_COMM_WORLD, path, NC_NOWRITE, MPI_INFO_NULL, &ncid) failed: Specified netCDF file does not exist"),
-    );
+    library_round_trips("pnetcdf_rw", "pnetcdf", "libpnetcdf-dev", b"CDF\x05", Some("big"));
 }

@@ -27,6 +27,11 @@ HANDWRITTEN = {"MPI_File_open", "MPI_File_delete", "MPI_File_c2f", "MPI_File_f2c
 # requests complete on the application's thread; MPI_Finalize closes files.
 REQUEST_HOOKS = ["MPI_Wait", "MPI_Test", "MPI_Waitall", "MPI_Testall", "MPI_Waitany", "MPI_Testany",
                  "MPI_Waitsome", "MPI_Testsome", "MPI_Request_get_status", "MPI_Request_free", "MPI_Finalize"]
+# POSIX calls the C layer interposes on `weft:` names (c/posix.c; all other
+# names go to libc): the probes of PnetCDF and similar libraries.
+POSIX_HOOKS = ["open", "open64", "__open_2", "__open64_2", "access", "truncate", "truncate64",
+               # c/pnetcdf.c: PnetCDF calls whose POSIX probes use the name stripped of `weft:`
+               "ncmpi_create", "ncmpi_open", "ncmpi_inq_file_format"]
 # Implemented for Weft handles: every `int weft_impl_<name>(` defined in the
 # C layer's sources (c/*.c), discovered so that a new source file needs no
 # edit here.
@@ -177,7 +182,7 @@ def main():
         f.write("\n".join(lines))
     with open(os.path.join(out_dir, "exports.map"), "w") as f:
         f.write("{\n  global:\n    MPI_File_*;\n    weft_mpiio_*;\n    %s;\n  local:\n    *;\n};\n"
-                % ";\n    ".join(REQUEST_HOOKS))
+                % ";\n    ".join(REQUEST_HOOKS + POSIX_HOOKS))
     with open(os.path.join(out_dir, "unsupported_calls.h"), "w") as f:
         f.write(unsupported_calls(protos, unsupported))
     with open(os.path.join(out_dir, "functions.txt"), "w") as f:

@@ -1,17 +1,25 @@
 /* PnetCDF through MPI-IO.
  *
- *   pnetcdf_rw PATH [write|read|both]      (default both)
+ *   pnetcdf_rw PATH [write|read|both|big]      (default both)
  *
  * write: ncmpi_create(PATH, NC_CLOBBER | NC_64BIT_DATA) and defines
- *   dims y = ROWS*P, x = COLS, time = unlimited;
- *   temp(y, x)  float   each rank a block of ROWS rows (put_vara_all)
- *   owner(y)    int     each rank its ROWS entries     (put_vara_all)
- *   cols(y, x)  double  each rank every P-th column    (put_vars_all, strided)
+ *   dims y = R*P, x = COLS, time = unlimited (R = ROWS rows per rank);
+ *   temp(y, x)  float   each rank a block of R rows (put_vara_all)
+ *   owner(y)    int     each rank its R entries     (put_vara_all)
+ *   cols(y, x)  double  each rank every P-th column (put_vars_all, strided)
  *   rec(time, x) short  NREC records, each rank its own records
  *                       (record variables interleave in the file)
  *   attributes: global title (text), temp:units (text), temp:range (float[2])
+ * big: the same with R = BIG_ROWS (a larger file, for the clobber case:
+ *   a following `write` must replace it entirely), then read and verified.
  * read: ncmpi_open(NC_NOWRITE); checks dims, attributes, and every rank
- *   reads every variable whole with get_vara_all and verifies every value.
+ *   reads every variable whole with get_vara_all and verifies every value
+ *   (R is taken from the file). Then ncmpi_create(NC_NOCLOBBER) of the
+ *   existing PATH must fail with NC_EEXIST and leave it intact.
+ *
+ * On a `weft:` PATH PnetCDF's POSIX calls (rank 0's format sniff with
+ * open()/read() in ncmpi_open, access() and truncate() in ncmpi_create)
+ * are served by libweft_mpiio's interposer (c/posix.c).
  *
  * Prints "pnetcdf_rw OK" on rank 0 when every rank verified everything. */
 #include <mpi.h>
@@ -22,6 +30,7 @@
 
 #define ROWS 32
 #define COLS 24
+#define BIG_ROWS 160 /* rows per rank of the `big` dataset */
 #define NREC 3 /* records per rank */
 #define TITLE "weft pnetcdf_rw test"
 
@@ -40,10 +49,10 @@ static float temp_value(long r, long c) { return (float)r * 100.0f + (float)c + 
 static double cols_value(long r, long c) { return (double)r * 1e6 + (double)c * 3.0 - 7.125; }
 static short rec_value(long t, long c) { return (short)(t * 64 + c - 1000); }
 
-static void write_file(const char *path) {
+static void write_file(const char *path, long rows) {
     int ncid, dy, dx, dt, temp, owner, cols, rec;
     CHECK(ncmpi_create(MPI_COMM_WORLD, path, NC_CLOBBER | NC_64BIT_DATA, MPI_INFO_NULL, &ncid));
-    CHECK(ncmpi_def_dim(ncid, "y", (MPI_Offset)ROWS * nprocs, &dy));
+    CHECK(ncmpi_def_dim(ncid, "y", (MPI_Offset)rows * nprocs, &dy));
     CHECK(ncmpi_def_dim(ncid, "x", COLS, &dx));
     CHECK(ncmpi_def_dim(ncid, "time", NC_UNLIMITED, &dt));
     int yx[2] = {dy, dx}, tx[2] = {dt, dx};
@@ -57,22 +66,22 @@ static void write_file(const char *path) {
     CHECK(ncmpi_put_att_float(ncid, temp, "range", NC_FLOAT, 2, range));
     CHECK(ncmpi_enddef(ncid));
 
-    MPI_Offset start[2] = {(MPI_Offset)ROWS * rank, 0}, count[2] = {ROWS, COLS};
-    float *tbuf = malloc(sizeof(float) * ROWS * COLS);
-    for (long r = 0; r < ROWS; r++)
-        for (long c = 0; c < COLS; c++) tbuf[r * COLS + c] = temp_value(ROWS * rank + r, c);
+    MPI_Offset start[2] = {(MPI_Offset)rows * rank, 0}, count[2] = {rows, COLS};
+    float *tbuf = malloc(sizeof(float) * rows * COLS);
+    for (long r = 0; r < rows; r++)
+        for (long c = 0; c < COLS; c++) tbuf[r * COLS + c] = temp_value(rows * rank + r, c);
     CHECK(ncmpi_put_vara_float_all(ncid, temp, start, count, tbuf));
 
-    int obuf[ROWS];
-    for (int r = 0; r < ROWS; r++) obuf[r] = rank * 1000 + r;
+    int *obuf = malloc(sizeof(int) * rows);
+    for (int r = 0; r < rows; r++) obuf[r] = rank * 1000 + r;
     CHECK(ncmpi_put_vara_int_all(ncid, owner, start, count, obuf));
 
-    /* Strided: rows 0..ROWS*P, columns rank, rank+P, ... */
+    /* Strided: rows 0..R*P, columns rank, rank+P, ... */
     int ncols = 0;
     for (int c = rank; c < COLS; c += nprocs) ncols++;
-    MPI_Offset sstart[2] = {0, rank}, scount[2] = {(MPI_Offset)ROWS * nprocs, ncols}, sstride[2] = {1, nprocs};
-    double *cbuf = malloc(sizeof(double) * ROWS * nprocs * (ncols ? ncols : 1));
-    for (long r = 0; r < ROWS * nprocs; r++)
+    MPI_Offset sstart[2] = {0, rank}, scount[2] = {(MPI_Offset)rows * nprocs, ncols}, sstride[2] = {1, nprocs};
+    double *cbuf = malloc(sizeof(double) * rows * nprocs * (ncols ? ncols : 1));
+    for (long r = 0; r < rows * nprocs; r++)
         for (long i = 0; i < ncols; i++) cbuf[r * ncols + i] = cols_value(r, rank + i * nprocs);
     CHECK(ncmpi_put_vars_double_all(ncid, cols, sstart, scount, sstride, cbuf));
 
@@ -85,7 +94,7 @@ static void write_file(const char *path) {
 
     CHECK(ncmpi_sync(ncid));
     CHECK(ncmpi_close(ncid));
-    free(tbuf), free(cbuf);
+    free(tbuf), free(cbuf), free(obuf);
 }
 
 static long read_file(const char *path) {
@@ -102,7 +111,8 @@ static long read_file(const char *path) {
     CHECK(ncmpi_inq_dimlen(ncid, dy, &ny));
     CHECK(ncmpi_inq_dimlen(ncid, dx, &nx));
     CHECK(ncmpi_inq_dimlen(ncid, dt, &nt));
-    if (ny != (MPI_Offset)ROWS * nprocs || nx != COLS || nt != (MPI_Offset)NREC * nprocs || unlim != dt) {
+    long rows = (long)(ny / nprocs);
+    if ((rows != ROWS && rows != BIG_ROWS) || ny != (MPI_Offset)rows * nprocs || nx != COLS || nt != (MPI_Offset)NREC * nprocs || unlim != dt) {
         fprintf(stderr, "rank %d: dims %lld %lld %lld\n", rank, (long long)ny, (long long)nx, (long long)nt);
         bad++;
         ncmpi_close(ncid);
@@ -137,7 +147,7 @@ static long read_file(const char *path) {
     MPI_Offset rcount[2] = {nt, nx};
     CHECK(ncmpi_get_vara_short_all(ncid, rec, start, rcount, rbuf));
     for (long r = 0; r < ny; r++) {
-        if (obuf[r] != (int)((r / ROWS) * 1000 + r % ROWS) && bad++ < 5) fprintf(stderr, "rank %d: owner[%ld] = %d\n", rank, r, obuf[r]);
+        if (obuf[r] != (int)((r / rows) * 1000 + r % rows) && bad++ < 5) fprintf(stderr, "rank %d: owner[%ld] = %d\n", rank, r, obuf[r]);
         for (long c = 0; c < nx; c++) {
             if (tbuf[r * nx + c] != temp_value(r, c) && bad++ < 5) fprintf(stderr, "rank %d: temp[%ld][%ld] wrong\n", rank, r, c);
             if (cbuf[r * nx + c] != cols_value(r, c) && bad++ < 5) fprintf(stderr, "rank %d: cols[%ld][%ld] wrong\n", rank, r, c);
@@ -148,6 +158,14 @@ static long read_file(const char *path) {
             if (rbuf[t * nx + c] != rec_value(t, c) && bad++ < 5) fprintf(stderr, "rank %d: rec[%ld][%ld] wrong\n", rank, t, c);
     CHECK(ncmpi_close(ncid));
     free(tbuf), free(cbuf), free(obuf), free(rbuf);
+
+    /* NC_NOCLOBBER on an existing file: NC_EEXIST (rank 0's access()). */
+    int other, err = ncmpi_create(MPI_COMM_WORLD, path, NC_NOCLOBBER | NC_64BIT_DATA, MPI_INFO_NULL, &other);
+    if (err != NC_EEXIST) {
+        bad++;
+        fprintf(stderr, "rank %d: NC_NOCLOBBER create of an existing file: %s\n", rank, ncmpi_strerror(err));
+        if (err == NC_NOERR) ncmpi_close(other);
+    }
     return bad;
 }
 
@@ -156,12 +174,13 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     if (argc < 2) {
-        if (rank == 0) fprintf(stderr, "usage: pnetcdf_rw PATH [write|read|both]\n");
+        if (rank == 0) fprintf(stderr, "usage: pnetcdf_rw PATH [write|read|both|big]\n");
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     const char *path = argv[1], *mode = argc > 2 ? argv[2] : "both";
     long bad = 0, total = 0;
-    if (strcmp(mode, "read") != 0) write_file(path);
+    if (strcmp(mode, "big") == 0) write_file(path, BIG_ROWS);
+    else if (strcmp(mode, "read") != 0) write_file(path, ROWS);
     if (strcmp(mode, "write") != 0) bad = read_file(path);
     MPI_Allreduce(&bad, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) {

@@ -153,6 +153,18 @@ pub struct JobOutput {
 /// Runs `program args` on the flavour's ranks with the library preloaded;
 /// panics on failure or timeout, after killing the job's process group.
 pub fn run_job(flavour: Flavour, program: &Path, args: &[&str], config: Option<&Path>, romio: bool) -> JobOutput {
+    run_job_env(flavour, program, args, config, romio, &[])
+}
+
+/// [`run_job`] with extra environment variables for the ranks.
+pub fn run_job_env(
+    flavour: Flavour,
+    program: &Path,
+    args: &[&str],
+    config: Option<&Path>,
+    romio: bool,
+    env: &[(&str, &str)],
+) -> JobOutput {
     let logs = tempfile::tempdir().expect("log dir");
     let (out_path, err_path) = (logs.path().join("stdout"), logs.path().join("stderr"));
     let library = library(flavour);
@@ -172,6 +184,9 @@ pub fn run_job(flavour: Flavour, program: &Path, args: &[&str], config: Option<&
             if let Some(config) = config {
                 command.arg("-x").arg(format!("WEFT_CONFIG={}", config.display()));
             }
+            for (name, value) in env {
+                command.arg("-x").arg(format!("{name}={value}"));
+            }
         }
         Flavour::Mpich => {
             // Hydra forwards the environment (and is itself preloaded:
@@ -180,6 +195,7 @@ pub fn run_job(flavour: Flavour, program: &Path, args: &[&str], config: Option<&
             if let Some(config) = config {
                 command.env("WEFT_CONFIG", config);
             }
+            command.envs(env.iter().copied());
         }
     }
     command.arg(program).args(args);

@@ -1,0 +1,261 @@
+/* POSIX interposition on `weft:` names.
+ *
+ * Libraries built on MPI-IO also touch their files with plain POSIX calls.
+ * PnetCDF 1.12.3 (checked with strace): rank 0 of `ncmpi_open` sniffs the
+ * format with `open()` + `read()`; `ncmpi_create` asks `access()` and, with
+ * `NC_CLOBBER`, empties an existing file with `truncate()`. It first strips
+ * everything up to the first ':' of the name (so `weft:/a.nc` becomes
+ * `/a.nc`, a local name); later releases strip only ROMIO's own prefixes
+ * (`ufs:`, `lustre:`, ...) and pass `weft:/a.nc` itself. Both reach the
+ * local file system and fail, or miss the Weft file. This file serves
+ * those calls from Weft when the name
+ *   - begins with `weft:`, or
+ *   - equals the rest of the `weft:` name of a PnetCDF call in progress on
+ *     this thread (c/pnetcdf.c opens such a window around `ncmpi_create`,
+ *     `ncmpi_open` and `ncmpi_inq_file_format` of a `weft:` name), so
+ *     `/a.nc` inside `ncmpi_open(..., "weft:/a.nc", ...)` means the Weft
+ *     file `/a.nc`, and the local `/a.nc` is never touched:
+ *
+ *   open / open64 / __open_2 / __open64_2, read-only: a file descriptor on
+ *     a private read-only snapshot of the file's bytes (a sealed memfd
+ *     filled through the Rust core), at most WEFT_POSIX_SNAPSHOT_MAX bytes
+ *     (default 64 MiB; larger: EFBIG with a message on stderr, once per
+ *     process; inside a PnetCDF window, whose only reader is the format
+ *     probe, the first WEFT_POSIX_SNAPSHOT_MAX bytes instead). Later
+ *     writes to the Weft file are not seen through it.
+ *   open with write intent (O_WRONLY, O_RDWR, O_TRUNC, or O_CREAT of a
+ *     missing file): EROFS. Write through MPI-IO or the FUSE mount.
+ *   access: from a Weft lookup (ENOENT if missing; R_OK/W_OK/X_OK against
+ *     the permission bits).
+ *   truncate / truncate64: sets the Weft file's size.
+ *
+ * Every other name goes to the next definition (libc) found with
+ * dlsym(RTLD_NEXT), resolved on first use: nothing runs at load time (the
+ * library is also preloaded into mpirun, shells and Python), and the test
+ * on each call is a 5-byte prefix compare plus, only while some thread is
+ * inside a PnetCDF call on a `weft:` name, one string compare. No MPI
+ * here: this works in any process the library is preloaded into (with
+ * WEFT_CONFIG set). */
+#undef _FORTIFY_SOURCE   /* fortified fcntl.h defines open() inline */
+#undef _FILE_OFFSET_BITS /* keep open/truncate their own names (not *64) */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+/* The Rust core (src/posix.rs): 0 or a positive errno. */
+int weft_mpiio_posix_snapshot(const char *path, int fd, uint64_t cap, int prefix_ok, uint64_t *size);
+int weft_mpiio_posix_access(const char *path, int mode);
+int weft_mpiio_posix_truncate(const char *path, int64_t size);
+
+#include "weft_posix.h"
+
+#define WEFT_POSIX_PREFIX "weft:"
+#define WEFT_POSIX_PREFIX_LEN 5
+#define WEFT_POSIX_DEFAULT_MAX ((uint64_t)64 << 20)
+
+/* Windows open on any thread (a cheap test before the thread-local one). */
+static int weft_posix_windows;
+/* This thread's innermost window: the full `weft:` name, or NULL. */
+static __thread const char *weft_posix_window;
+
+int weft_posix_window_begin(const char *path, const char **outer) {
+    if (!path || strncmp(path, WEFT_POSIX_PREFIX, WEFT_POSIX_PREFIX_LEN) != 0) return 0;
+    *outer = weft_posix_window;
+    weft_posix_window = path;
+    __atomic_add_fetch(&weft_posix_windows, 1, __ATOMIC_RELEASE);
+    return 1;
+}
+
+void weft_posix_window_end(int opened, const char *outer) {
+    if (!opened) return;
+    weft_posix_window = outer;
+    __atomic_sub_fetch(&weft_posix_windows, 1, __ATOMIC_RELEASE);
+}
+
+/* Whether the Weft file `name` is the one of this thread's window. */
+static int weft_posix_in_window(const char *name) {
+    if (__atomic_load_n(&weft_posix_windows, __ATOMIC_ACQUIRE) == 0) return 0;
+    const char *window = weft_posix_window;
+    return window && strcmp(name, window + WEFT_POSIX_PREFIX_LEN) == 0;
+}
+
+/* The Weft name `path` stands for, or NULL for a name that is not ours. */
+static inline const char *weft_posix_name(const char *path) {
+    if (!path) return NULL;
+    if (path[0] == 'w' && strncmp(path, WEFT_POSIX_PREFIX, WEFT_POSIX_PREFIX_LEN) == 0)
+        return path + WEFT_POSIX_PREFIX_LEN;
+    return weft_posix_in_window(path) ? path : NULL; /* the stripped name is the Weft name */
+}
+
+/* The next definition of `name`, looked up once (a race only looks it up twice). */
+static void *weft_posix_next(void **slot, const char *name) {
+    void *fn = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (!fn) {
+        fn = dlsym(RTLD_NEXT, name);
+        __atomic_store_n(slot, fn, __ATOMIC_RELEASE);
+    }
+    return fn;
+}
+
+typedef int (*weft_open_fn)(const char *, int, ...);
+typedef int (*weft_open2_fn)(const char *, int);
+typedef int (*weft_access_fn)(const char *, int);
+typedef int (*weft_truncate_fn)(const char *, off_t);
+typedef int (*weft_truncate64_fn)(const char *, off64_t);
+
+/* Declares `real`, the next definition of `name` (a typedef'd pointer type). */
+#define NEXT(type, name)                                   \
+    static void *slot_##name;                              \
+    type real = (type)weft_posix_next(&slot_##name, #name); \
+    if (!real) {                                           \
+        errno = ENOSYS;                                    \
+        return -1;                                         \
+    }
+
+static uint64_t weft_posix_snapshot_max(void) {
+    const char *text = getenv("WEFT_POSIX_SNAPSHOT_MAX");
+    if (text && *text) {
+        char *end;
+        unsigned long long value = strtoull(text, &end, 10);
+        if (*end == '\0') return value;
+    }
+    return WEFT_POSIX_DEFAULT_MAX;
+}
+
+/* A snapshot larger than the limit: say so once per process. */
+static void weft_posix_too_big(const char *path, uint64_t size, uint64_t cap) {
+    static int said;
+    if (__atomic_exchange_n(&said, 1, __ATOMIC_ACQ_REL)) return;
+    fprintf(stderr,
+            "libweft_mpiio: open(\"%s\") read-only through POSIX: the file has %llu bytes, more than the "
+            "%llu-byte snapshot limit (WEFT_POSIX_SNAPSHOT_MAX) -> EFBIG; read weft: files through MPI-IO "
+            "or the FUSE mount\n",
+            path, (unsigned long long)size, (unsigned long long)cap);
+}
+
+/* The descriptor for open(path, flags) of the Weft file `name`; -1 with errno. */
+static int weft_posix_open(const char *path, const char *name, int flags) {
+    int accmode = flags & O_ACCMODE;
+    if (accmode != O_RDONLY || (flags & O_TRUNC)) {
+        errno = EROFS;
+        return -1;
+    }
+    int fd = memfd_create("weft-snapshot", MFD_ALLOW_SEALING | ((flags & O_CLOEXEC) ? MFD_CLOEXEC : 0));
+    if (fd < 0) return -1;
+    uint64_t cap = weft_posix_snapshot_max(), size = 0;
+    /* Inside a PnetCDF call the only reader is its format probe (a
+     * signature in the first bytes): beyond the limit it gets a prefix. */
+    int prefix_ok = weft_posix_in_window(name);
+    int err = weft_mpiio_posix_snapshot(name, fd, cap, prefix_ok, &size);
+    if (err == 0 && (flags & O_CREAT) && (flags & O_EXCL)) err = EEXIST;
+    if (err == ENOENT && (flags & O_CREAT)) err = EROFS; /* creating needs write access */
+    if (err == EFBIG) weft_posix_too_big(path, size, cap);
+    if (err == 0 && lseek(fd, 0, SEEK_SET) != 0) err = errno ? errno : EIO;
+    /* Read-only from here on: no write, resize or further seals. */
+    if (err == 0 && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0)
+        err = errno ? errno : EIO;
+    if (err != 0) {
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    return fd;
+}
+
+static int weft_posix_open_mode_needed(int flags) {
+#ifdef O_TMPFILE
+    if ((flags & O_TMPFILE) == O_TMPFILE) return 1;
+#endif
+    return (flags & O_CREAT) != 0;
+}
+
+int open(const char *path, int flags, ...) {
+    mode_t mode = 0;
+    if (weft_posix_open_mode_needed(flags)) {
+        va_list ap;
+        va_start(ap, flags);
+        mode = (mode_t)va_arg(ap, int);
+        va_end(ap);
+    }
+    const char *name = weft_posix_name(path);
+    if (name) return weft_posix_open(path, name, flags);
+    NEXT(weft_open_fn, open);
+    return real(path, flags, mode);
+}
+
+int open64(const char *path, int flags, ...) {
+    mode_t mode = 0;
+    if (weft_posix_open_mode_needed(flags)) {
+        va_list ap;
+        va_start(ap, flags);
+        mode = (mode_t)va_arg(ap, int);
+        va_end(ap);
+    }
+    const char *name = weft_posix_name(path);
+    if (name) return weft_posix_open(path, name, flags);
+    NEXT(weft_open_fn, open64);
+    return real(path, flags, mode);
+}
+
+/* _FORTIFY_SOURCE's checked variants (open without a mode argument). */
+int __open_2(const char *path, int flags) {
+    const char *name = weft_posix_name(path);
+    if (name) return weft_posix_open(path, name, flags);
+    NEXT(weft_open2_fn, __open_2);
+    return real(path, flags);
+}
+
+int __open64_2(const char *path, int flags) {
+    const char *name = weft_posix_name(path);
+    if (name) return weft_posix_open(path, name, flags);
+    NEXT(weft_open2_fn, __open64_2);
+    return real(path, flags);
+}
+
+int access(const char *path, int mode) {
+    const char *name = weft_posix_name(path);
+    if (name) {
+        int err = weft_mpiio_posix_access(name, mode);
+        if (err) {
+            errno = err;
+            return -1;
+        }
+        return 0;
+    }
+    NEXT(weft_access_fn, access);
+    return real(path, mode);
+}
+
+static int weft_posix_truncate(const char *name, int64_t length) {
+    int err = weft_mpiio_posix_truncate(name, length);
+    if (err) {
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
+
+int truncate(const char *path, off_t length) {
+    const char *name = weft_posix_name(path);
+    if (name) return weft_posix_truncate(name, (int64_t)length);
+    NEXT(weft_truncate_fn, truncate);
+    return real(path, length);
+}
+
+int truncate64(const char *path, off64_t length) {
+    const char *name = weft_posix_name(path);
+    if (name) return weft_posix_truncate(name, (int64_t)length);
+    NEXT(weft_truncate64_fn, truncate64);
+    return real(path, length);
+}

@@ -1,0 +1,165 @@
+//! The Rust half of the POSIX interposition on `weft:` names (`c/posix.c`).
+//!
+//! Libraries built on MPI-IO also touch their files through plain POSIX
+//! calls: PnetCDF's rank 0 sniffs the format with `open()` + `read()`, checks
+//! existence with `access()` and clobbers with `truncate()`, all on the name
+//! it was given (it strips only ROMIO's own prefixes). `c/posix.c` catches
+//! these calls on names beginning with `weft:` (everything else goes to libc
+//! untouched) and calls the functions here with the name after the prefix.
+//!
+//! Every function returns 0 or a positive `errno` value (never an MPI class:
+//! POSIX callers get POSIX errors), and runs under `catch_unwind` (a panic
+//! becomes `EIO`). A process without a usable `WEFT_CONFIG` gets `EIO`.
+
+use std::ffi::{c_char, c_int, CStr};
+use std::io::Write;
+use std::mem::ManuallyDrop;
+use std::os::fd::FromRawFd;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use weft_client::BlockingClient;
+use weft_proto::ErrorCode;
+
+use crate::runtime::client;
+
+/// Bytes read from Weft per request while filling a snapshot.
+const CHUNK_BYTES: u64 = 4 << 20;
+
+type Errno = c_int;
+
+fn errno_of(code: ErrorCode) -> Errno {
+    code.errno()
+}
+
+/// Runs `body`, mapping a panic to `EIO`.
+fn guarded(body: impl FnOnce() -> Result<(), Errno>) -> c_int {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => 0,
+        Ok(Err(errno)) => errno,
+        Err(_) => libc::EIO,
+    }
+}
+
+/// # Safety
+/// `ptr` is NULL or a NUL-terminated string valid for the call.
+unsafe fn path_arg<'a>(ptr: *const c_char) -> Result<&'a str, Errno> {
+    if ptr.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: per this function's contract.
+    unsafe { CStr::from_ptr(ptr) }.to_str().map_err(|_| libc::ENOENT)
+}
+
+fn weft() -> Result<&'static BlockingClient, Errno> {
+    client().map_err(|_| libc::EIO)
+}
+
+/// Copies the whole file `path` into the file descriptor `fd` (a fresh
+/// memfd of the caller), at most `cap` bytes: a larger file is `EFBIG`
+/// without copying, unless `prefix_ok != 0`, when its first `cap` bytes are
+/// copied (for format probes that read only a signature). Stores the
+/// file's size (also when it is too large).
+///
+/// # Safety
+/// `path` is a C string, `fd` an open descriptor the caller owns (it stays
+/// open), `size` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn weft_mpiio_posix_snapshot(path: *const c_char, fd: c_int, cap: u64, prefix_ok: c_int, size: *mut u64) -> c_int {
+    guarded(|| {
+        // SAFETY: per this function's contract.
+        let path = unsafe { path_arg(path)? };
+        let client = weft()?;
+        let file = client.open(path, weft_client::access::READ).map_err(errno_of)?;
+        let total = client.file_size(&file).map_err(errno_of)?;
+        if !size.is_null() {
+            // SAFETY: non-NULL and writable per this function's contract.
+            unsafe { size.write(total) };
+        }
+        if total > cap && prefix_ok == 0 {
+            return Err(libc::EFBIG);
+        }
+        let total = total.min(cap);
+        // SAFETY: the caller owns `fd` and keeps it open; ManuallyDrop never closes it.
+        let mut out = ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(fd) });
+        let mut buffer = vec![0u8; total.min(CHUNK_BYTES) as usize];
+        let mut offset = 0u64;
+        while offset < total {
+            let want = (total - offset).min(CHUNK_BYTES) as usize;
+            let got = client.read_at(&file, offset, &mut buffer[..want]).map_err(errno_of)?;
+            if got == 0 {
+                break; // the file shrank meanwhile: the snapshot ends here
+            }
+            out.write_all(&buffer[..got]).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+            offset += got as u64;
+        }
+        Ok(())
+    })
+}
+
+/// `access(2)` on a Weft name: `ENOENT` if it does not exist; `R_OK`/`W_OK`
+/// /`X_OK` are checked against the permission bits (any of owner, group,
+/// other), not the caller's identity.
+///
+/// # Safety
+/// `path` is a C string.
+#[no_mangle]
+pub unsafe extern "C" fn weft_mpiio_posix_access(path: *const c_char, mode: c_int) -> c_int {
+    guarded(|| {
+        // SAFETY: per this function's contract.
+        let path = unsafe { path_arg(path)? };
+        let stat = weft()?.stat(path).map_err(errno_of)?;
+        let wanted = [(libc::R_OK, 0o444), (libc::W_OK, 0o222), (libc::X_OK, 0o111)];
+        if wanted.iter().any(|(bit, bits)| mode & bit != 0 && stat.mode & bits == 0) {
+            return Err(libc::EACCES);
+        }
+        Ok(())
+    })
+}
+
+/// `truncate(2)` on a Weft name: sets the file's size.
+///
+/// # Safety
+/// `path` is a C string.
+#[no_mangle]
+pub unsafe extern "C" fn weft_mpiio_posix_truncate(path: *const c_char, size: i64) -> c_int {
+    guarded(|| {
+        // SAFETY: per this function's contract.
+        let path = unsafe { path_arg(path)? };
+        let size = u64::try_from(size).map_err(|_| libc::EINVAL)?;
+        weft()?.truncate(path, size).map_err(errno_of)
+    })
+}
+
+/// `unlink(2)` on a Weft name: removes the file.
+///
+/// # Safety
+/// `path` is a C string.
+#[no_mangle]
+pub unsafe extern "C" fn weft_mpiio_posix_unlink(path: *const c_char) -> c_int {
+    guarded(|| {
+        // SAFETY: per this function's contract.
+        let path = unsafe { path_arg(path)? };
+        weft()?.unlink(path).map_err(errno_of)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn null_paths_are_efault() {
+        // SAFETY: NULL is allowed by the contracts.
+        unsafe {
+            assert_eq!(weft_mpiio_posix_access(std::ptr::null(), 0), libc::EFAULT);
+            assert_eq!(weft_mpiio_posix_unlink(std::ptr::null()), libc::EFAULT);
+            assert_eq!(weft_mpiio_posix_truncate(std::ptr::null(), 0), libc::EFAULT);
+            assert_eq!(weft_mpiio_posix_snapshot(std::ptr::null(), -1, 0, 0, std::ptr::null_mut()), libc::EFAULT);
+        }
+    }
+
+    #[test]
+    fn panics_become_eio() {
+        assert_eq!(guarded(|| panic!("posix guard test")), libc::EIO);
+    }
+}

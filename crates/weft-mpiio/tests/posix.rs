@@ -1,0 +1,85 @@
+//! The POSIX interposition on `weft:` names (`c/posix.c`, `src/posix.rs`),
+//! with each flavour's library preloaded into a plain C program (no MPI
+//! call, no `mpirun`): `tests/c/posix_probe.c` reads a Weft file through
+//! `open()`/`read()`, gets `EROFS` for write-intent opens, `ENOENT` from
+//! `access()` of a missing name, truncates through `truncate()`, gets
+//! `EFBIG` beyond the snapshot limit, and finds local names untouched.
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::*;
+use weft_testkit::{command_dying_with_parent, Cluster, ClusterOptions};
+
+/// Spans several strips of the default layout, and not a whole number of them.
+const SIZE: usize = (3 << 20) + 12_345;
+
+fn pattern(i: usize) -> u8 {
+    ((i * 7 + 3) & 0xff) as u8
+}
+
+/// Runs `binary args` with the library preloaded; 60 s at most.
+fn run_preloaded(flavour: Flavour, binary: &Path, args: &[&str], config: &Path) -> (bool, String, String) {
+    let logs = tempfile::tempdir().expect("log dir");
+    let (out_path, err_path) = (logs.path().join("stdout"), logs.path().join("stderr"));
+    let mut child = command_dying_with_parent(binary)
+        .args(args)
+        .env("LD_PRELOAD", library(flavour))
+        .env("WEFT_CONFIG", config)
+        .env_remove("WEFT_POSIX_SNAPSHOT_MAX")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).expect("stdout file"))
+        .stderr(std::fs::File::create(&err_path).expect("stderr file"))
+        .spawn()
+        .expect("spawn probe");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait probe") {
+            break Some(status);
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+    (status.is_some_and(|s| s.success()), stdout, stderr)
+}
+
+fn posix_probe(flavour: Flavour) {
+    if !available(flavour) {
+        return;
+    }
+    let _one_at_a_time = exclusive();
+    let cluster = Cluster::start(ClusterOptions::default());
+    let client = cluster.client();
+    let file = client.create("/probe", weft_client::CreateOptions::default()).expect("create /probe");
+    let bytes: Vec<u8> = (0..SIZE).map(pattern).collect();
+    client.write_at(&file, 0, &bytes).expect("write /probe");
+    let binary = program(flavour, "posix_probe");
+    let local = tempfile::tempdir().expect("local dir");
+    let size = SIZE.to_string();
+    let args = ["weft:/probe", &size, "weft:/probe.missing", local.path().to_str().expect("utf-8")];
+    let (ok, stdout, stderr) = run_preloaded(flavour, &binary, &args, &cluster.config_path);
+    assert!(ok && stdout.contains("posix_probe OK"), "{}: {stdout}{stderr}", flavour.name());
+    assert_eq!(stderr.matches("snapshot limit").count(), 1, "the EFBIG message must be printed once:\n{stderr}");
+    assert_eq!(weft_file_bytes(&cluster, "/probe"), bytes[..SIZE / 2], "truncate() through the interposer");
+    assert!(client.stat("/probe.missing").is_err(), "a refused open created the file");
+    assert_eq!(std::fs::read(local.path().join("local.bin")).expect("local file").len(), 600, "local truncate");
+}
+
+#[test]
+fn openmpi_posix_probe() {
+    posix_probe(Flavour::OpenMpi);
+}
+
+#[test]
+fn mpich_posix_probe() {
+    posix_probe(Flavour::Mpich);
+}
