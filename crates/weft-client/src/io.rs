@@ -99,9 +99,12 @@ impl Client {
         }
         let d = file.layout.distribution;
         let ranges = d.local_ranges(offset, data.len() as u64);
-        let mut gathered: Vec<Vec<u8>> = vec![Vec::new(); ranges.len()];
         let single_piece = ranges.iter().filter(|(s, e)| s != e).count() == 1;
+        let mut gathered: Vec<Vec<u8>> = vec![Vec::new(); ranges.len()];
         if !single_piece {
+            for (gather, (start, end)) in gathered.iter_mut().zip(&ranges) {
+                gather.reserve_exact((end - start) as usize);
+            }
             for piece in d.pieces(offset, data.len() as u64) {
                 let at = (piece.file_offset - offset) as usize;
                 gathered[piece.datafile_index as usize].extend_from_slice(&data[at..at + piece.length as usize]);
@@ -127,7 +130,21 @@ impl Client {
     }
 
     /// Reads into `buf` from `offset`; returns the bytes read (short only at end of file).
+    /// Bytes of `buf` past end of file are zeroed.
     pub async fn read_at(&self, file: &File, offset: u64, buf: &mut [u8]) -> WeftResult<usize> {
+        self.read_at_with(file, offset, buf, true).await
+    }
+
+    /// As [`Client::read_at`], but the bytes of `buf` past end of file are
+    /// left untouched (MPI-IO semantics); holes before end of file read as
+    /// zeros. One request per datafile involved; the file size is asked
+    /// (of the datafiles not in the access) only when a datafile comes back
+    /// short.
+    pub async fn read_at_within_eof(&self, file: &File, offset: u64, buf: &mut [u8]) -> WeftResult<usize> {
+        self.read_at_with(file, offset, buf, false).await
+    }
+
+    async fn read_at_with(&self, file: &File, offset: u64, buf: &mut [u8], zero_past_eof: bool) -> WeftResult<usize> {
         check_range(offset, buf.len())?;
         if buf.is_empty() {
             return Ok(0);
@@ -154,12 +171,9 @@ impl Client {
                 match reply {
                     Reply::Io { bytes, local_size } if bytes <= length => {
                         self.shared.pool.count_download(server, "read", bytes);
-                        if bytes < length {
-                            for_each_run(&d, i as u32, offset, start + bytes, (length - bytes) as usize, |at, run, _| {
-                                target.zero(at, run)
-                            })?;
-                        }
-                        Ok((i, bytes == length, local_size))
+                        // The local range this datafile did not have: holes
+                        // or past end of file, told apart below.
+                        Ok((i, (start + bytes, length - bytes), local_size))
                     }
                     _ => Err(ErrorCode::Protocol),
                 }
@@ -167,17 +181,31 @@ impl Client {
         });
         let results = join_all(reads).await;
         let mut known_sizes = BTreeMap::new();
-        let mut complete = true;
+        let mut missing = Vec::new();
         for result in results {
-            let (index, full, local_size) = result?;
-            complete &= full;
+            let (index, (tail, tail_length), local_size) = result?;
+            if tail_length > 0 {
+                missing.push((index, tail, tail_length));
+            }
             known_sizes.insert(index, local_size);
         }
-        if complete {
+        if missing.is_empty() {
             return Ok(buf.len());
         }
         let size = self.size_with(&file.layout, known_sizes).await?;
-        Ok(size.saturating_sub(offset).min(buf.len() as u64) as usize)
+        // Buffer bytes before end of file; the others are zeroed only when asked.
+        let before_eof = size.saturating_sub(offset).min(buf.len() as u64) as usize;
+        let zero_limit = if zero_past_eof { buf.len() } else { before_eof };
+        for (index, tail, tail_length) in missing {
+            for_each_run(&d, index as u32, offset, tail, tail_length as usize, |at, run, _| {
+                let run = run.min(zero_limit.saturating_sub(at));
+                if run > 0 {
+                    target.zero(at, run)?;
+                }
+                Ok(())
+            })?;
+        }
+        Ok(before_eof)
     }
 
     /// Logical size, asking only the datafiles whose size is not yet known.

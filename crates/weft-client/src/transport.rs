@@ -5,6 +5,13 @@
 //! routes every reply, data and credit frame to it. Many requests are in
 //! flight at once (bounded by `REQUESTS_INFLIGHT_MAX`); a large transfer is
 //! split into chunks and never holds up small requests for long.
+//!
+//! Sending: a frame is written straight from the calling task when nothing
+//! is queued and the socket takes it whole (a non-blocking vectored write
+//! under a lock, no await, so dropping a call never leaves half a frame);
+//! otherwise the frame (or the rest of it) is queued, in order, for the
+//! writer task, which waits for the socket. A small request thus costs no
+//! hand-over to another thread on the way out.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -12,19 +19,67 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use std::io::IoSlice;
+use std::os::fd::AsRawFd;
+
+use tokio::io::BufReader;
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Semaphore};
-use weft_proto::frame::{read_frame, write_frame, Frame, FrameKind};
+use weft_proto::frame::{read_frame, Frame, FrameKind};
 use weft_proto::limits::{CHUNK_BYTES_MAX, PROTOCOL_VERSION, REQUESTS_INFLIGHT_MAX, WRITE_WINDOW_CHUNKS};
 use weft_proto::message::{self, Reply, ReplyResult, Request};
 use weft_proto::{ErrorCode, WeftResult};
 
 type Pending = Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<Frame>>>>;
 
+/// The sending side: the socket's write half and what is queued for the writer task.
+struct Outbound {
+    half: OwnedWriteHalf,
+    /// Frames queued for the writer task and not yet fully written. Frames
+    /// are written inline only while this is 0, and queued only under this
+    /// lock, so bytes go out in queue order and frames never interleave.
+    backlog: Mutex<usize>,
+}
+
+impl Outbound {
+    /// Writes as much of `frame` from byte `done` as the socket takes now,
+    /// without waiting; returns the bytes of the frame written so far.
+    fn write_now(&self, frame: &Frame, header: &[u8], mut done: usize) -> std::io::Result<usize> {
+        let parts: [&[u8]; 3] = [header, &frame.body, &frame.payload];
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        while done < total {
+            let mut skip = done;
+            let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(3);
+            for part in parts {
+                if skip >= part.len() {
+                    skip -= part.len();
+                    continue;
+                }
+                slices.push(IoSlice::new(&part[skip..]));
+                skip = 0;
+            }
+            match self.half.try_write_vectored(&slices) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(done),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
+    }
+}
+
+fn frame_bytes(frame: &Frame) -> usize {
+    weft_proto::limits::FRAME_HEADER_BYTES + frame.body.len() + frame.payload.len()
+}
+
 /// A live connection.
 pub struct Connection {
-    outgoing: mpsc::Sender<Frame>,
+    out: Arc<Outbound>,
+    /// To the writer task: a frame and how many of its bytes are already written.
+    outgoing: mpsc::UnboundedSender<(Frame, usize)>,
     pending: Pending,
     next_request_id: AtomicU64,
     slots: Semaphore,
@@ -57,12 +112,14 @@ impl Connection {
             .map_err(|_| ErrorCode::Unreachable)?;
         let _ = stream.set_nodelay(true);
         let (read_half, write_half) = stream.into_split();
-        let (outgoing, outgoing_rx) = mpsc::channel(64);
+        let (outgoing, outgoing_rx) = mpsc::unbounded_channel();
         let pending: Pending = Arc::default();
         let closed = Arc::new(AtomicBool::new(false));
-        tokio::spawn(write_loop(write_half, outgoing_rx, closed.clone()));
+        let out = Arc::new(Outbound { half: write_half, backlog: Mutex::new(0) });
+        tokio::spawn(write_loop(out.clone(), outgoing_rx, closed.clone()));
         tokio::spawn(read_loop(BufReader::with_capacity(256 * 1024, read_half), pending.clone(), closed.clone()));
         let connection = Arc::new(Connection {
+            out,
             outgoing,
             pending,
             next_request_id: AtomicU64::new(1),
@@ -85,7 +142,7 @@ impl Connection {
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
         self.pending.lock().expect("pending lock").clear();
-        let _ = self.outgoing.try_send(Frame::credit(u64::MAX, u64::MAX)); // wakes the writer
+        let _ = self.outgoing.send((Frame::credit(u64::MAX, u64::MAX), 0)); // wakes the writer
     }
 
     /// Sends a request with its bulk data and waits for the reply.
@@ -130,8 +187,30 @@ impl Connection {
         }
     }
 
+    /// Writes `frame` now if the socket takes it whole and nothing is
+    /// queued; otherwise queues (the rest of) it for the writer task.
+    /// Never waits, so a dropped call never leaves a partial frame.
     async fn send(&self, frame: Frame) -> WeftResult<()> {
-        self.outgoing.send(frame).await.map_err(|_| ErrorCode::Unreachable)
+        if self.is_closed() {
+            return Err(ErrorCode::Unreachable);
+        }
+        let mut backlog = self.out.backlog.lock().expect("backlog lock");
+        let mut done = 0;
+        if *backlog == 0 {
+            let header = frame.header.encode();
+            match self.out.write_now(&frame, &header, 0) {
+                Ok(n) if n == frame_bytes(&frame) => return Ok(()),
+                Ok(n) => done = n,
+                Err(_) => {
+                    drop(backlog);
+                    self.close();
+                    return Err(ErrorCode::Unreachable);
+                }
+            }
+        }
+        self.outgoing.send((frame, done)).map_err(|_| ErrorCode::Unreachable)?;
+        *backlog += 1;
+        Ok(())
     }
 }
 
@@ -146,22 +225,33 @@ impl Drop for Unregister<'_> {
     }
 }
 
-async fn write_loop(write_half: tokio::net::tcp::OwnedWriteHalf, mut frames: mpsc::Receiver<Frame>, closed: Arc<AtomicBool>) {
-    let mut writer = BufWriter::with_capacity(256 * 1024, write_half);
-    'outer: while let Some(frame) = frames.recv().await {
-        let mut next = Some(frame);
-        while let Some(frame) = next.take() {
-            if closed.load(Ordering::Acquire) || write_frame(&mut writer, &frame).await.is_err() {
+async fn write_loop(out: Arc<Outbound>, mut frames: mpsc::UnboundedReceiver<(Frame, usize)>, closed: Arc<AtomicBool>) {
+    'outer: while let Some((frame, mut done)) = frames.recv().await {
+        let header = frame.header.encode();
+        let total = frame_bytes(&frame);
+        loop {
+            if closed.load(Ordering::Acquire) {
                 break 'outer;
             }
-            next = frames.try_recv().ok();
-        }
-        if writer.flush().await.is_err() {
-            break;
+            {
+                let mut backlog = out.backlog.lock().expect("backlog lock");
+                match out.write_now(&frame, &header, done) {
+                    Ok(n) => done = n,
+                    Err(_) => break 'outer,
+                }
+                if done == total {
+                    *backlog -= 1;
+                    break;
+                }
+            }
+            if out.half.writable().await.is_err() {
+                break 'outer;
+            }
         }
     }
     closed.store(true, Ordering::Release);
-    let _ = writer.shutdown().await;
+    // SAFETY: shutting down the write side of a socket this task's `out` keeps open.
+    unsafe { libc::shutdown(out.half.as_ref().as_raw_fd(), libc::SHUT_WR) };
 }
 
 async fn read_loop(mut reader: BufReader<tokio::net::tcp::OwnedReadHalf>, pending: Pending, closed: Arc<AtomicBool>) {

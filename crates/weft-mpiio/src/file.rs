@@ -422,6 +422,13 @@ pub(crate) fn advance(id: u64, etypes: i64) -> MpiResult<()> {
     })
 }
 
+/// Accesses of at least this many bytes run as a task on the runtime
+/// (`WEFT_MPIIO_SPAWN_BYTES`, default 256 KiB).
+fn spawn_bytes_min() -> u64 {
+    static MIN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *MIN.get_or_init(|| std::env::var("WEFT_MPIIO_SPAWN_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(256 << 10))
+}
+
 /// Reads or writes `count` instances of `memory_type` at `buffer`.
 ///
 /// # Safety
@@ -430,19 +437,35 @@ pub(crate) fn advance(id: u64, etypes: i64) -> MpiResult<()> {
 pub unsafe fn transfer(id: u64, write: bool, at: Position, buffer: *mut u8, count: u64, memory_type: &Dataloop) -> MpiResult<u64> {
     // SAFETY: per this function's contract.
     let prepared = unsafe { prepare(id, write, at, buffer, count, memory_type)? };
+    let etype_bytes = prepared.etype_bytes;
     let moved = if prepared.total == 0 {
         0
     } else {
         let client = client()?;
         // Atomic mode: a byte-range lock on the access's file bytes (crate::shared).
         let lock = crate::shared::lock_access(id, &prepared.view, write, prepared.view_offset, prepared.total)?;
-        // SAFETY: the memory is the caller's for the duration of this call.
-        let moved = client.block_on(unsafe { run(client.client(), &prepared) });
+        let moved = if prepared.total >= spawn_bytes_min() {
+            // A large access is many frames from several servers: run it
+            // as a task on the runtime, so each frame wakes the task on the
+            // worker that read it, and this thread wakes once at the end.
+            // (A small one runs on this thread: its request goes out from
+            // here without waking a worker.)
+            let outcome = client.block_on(async move {
+                // SAFETY: the memory is the caller's until this task has
+                // finished, which this thread waits for here.
+                tokio::spawn(async move { unsafe { run(client.client(), &prepared) }.await }).await
+            });
+            // Err: the task panicked (it no longer touches the memory).
+            outcome.unwrap_or(Err(MpiClass::Intern))
+        } else {
+            // SAFETY: the memory is the caller's for the duration of this call.
+            client.block_on(unsafe { run(client.client(), &prepared) })
+        };
         crate::shared::unlock_access(id, lock)?;
         moved?
     };
     if let Position::Individual = at {
-        advance(id, (moved / prepared.etype_bytes) as i64)?;
+        advance(id, (moved / etype_bytes) as i64)?;
     }
     Ok(moved)
 }
@@ -451,8 +474,12 @@ pub unsafe fn transfer(id: u64, write: bool, at: Position, buffer: *mut u8, coun
 /// only those before end of file).
 ///
 /// Reads past end of file leave the user's memory beyond the data
-/// untouched (MPI semantics): a short read goes through a bounce buffer of
-/// the available bytes, which are then scattered into the memory type.
+/// untouched (MPI semantics). A contiguous view reads first, straight into
+/// contiguous memory (through a bounce buffer into a memory type), and the
+/// file size is asked only when a datafile comes back short
+/// (`Client::read_at_within_eof`). Other views ask the size first; a short
+/// read goes through a bounce buffer of the available bytes, which are then
+/// scattered into the memory type.
 ///
 /// # Safety
 /// The memory of `prepared` is valid (writable for reads) until this
@@ -468,11 +495,47 @@ pub(crate) async unsafe fn run(client: &Client, prepared: &Prepared) -> MpiResul
         None => MemoryLayout::Contiguous,
         Some((memory_type, count)) => MemoryLayout::Datatype { memory_type, count: *count },
     };
+    // A contiguous view makes the access one contiguous file range: plain
+    // striped I/O, with no file type to encode and walk per call. (List
+    // I/O, and posix with a noncontiguous memory type — one request per
+    // piece — keep their own paths, as the hint asks.)
+    let plain = view.is_contiguous()
+        && match p.method {
+            IoMethod::Datatype => true,
+            IoMethod::Posix => p.shaped.is_none(),
+            IoMethod::List { .. } => false,
+        };
+    let file_range = if plain {
+        Some(u64::try_from(view.displacement).map_err(|_| MpiClass::Arg)?.checked_add(p.view_offset).ok_or(MpiClass::Arg)?)
+    } else {
+        None
+    };
     if p.write {
         // SAFETY: `base..base+span` is the user's buffer (see `prepare`).
         let data = unsafe { std::slice::from_raw_parts(p.base as *const u8, p.span_bytes) };
-        client.write_noncontig(&p.file, p.method, data, memory, access).await?;
+        match file_range {
+            Some(offset) if p.shaped.is_none() => client.write_at(&p.file, offset, data).await?,
+            _ => client.write_noncontig(&p.file, p.method, data, memory, access).await?,
+        }
         return Ok(p.total);
+    }
+    if let Some(offset) = file_range {
+        // Read first; the size is asked only if a datafile comes back short,
+        // and the memory past end of file is never written.
+        return match &p.shaped {
+            None => {
+                // SAFETY: as below (contiguous memory: `span_bytes == total`).
+                let data = unsafe { std::slice::from_raw_parts_mut(p.base as *mut u8, p.span_bytes) };
+                Ok(client.read_at_within_eof(&p.file, offset, data).await? as u64)
+            }
+            Some(_) => {
+                let mut bounce = vec![0u8; usize::try_from(p.total).map_err(|_| MpiClass::Count)?];
+                let got = client.read_at_within_eof(&p.file, offset, &mut bounce).await?;
+                // SAFETY: as below.
+                unsafe { scatter(p, &bounce[..got])? };
+                Ok(got as u64)
+            }
+        };
     }
     let size_bytes = client.file_size(&p.file).await?;
     let available = bytes_before_eof(view, p.view_offset, p.total, size_bytes)?;

@@ -77,6 +77,39 @@ fn holes_and_end_of_file() {
 }
 
 #[test]
+fn read_within_end_of_file_leaves_the_rest_untouched() {
+    let cluster = Cluster::start(ClusterOptions { servers: 4, strip_bytes: 1000, ..Default::default() });
+    let c = cluster.client();
+    let f = c.create("/w", CreateOptions::default()).unwrap();
+    c.write_at(&f, 9_500, b"tail").unwrap();
+    let read = |offset: u64, buf: &mut [u8]| c.block_on(c.client().read_at_within_eof(&f, offset, buf)).unwrap();
+    // Holes before end of file read as zeros; the bytes past it keep their value.
+    let mut buf = vec![9u8; 20_000];
+    assert_eq!(read(0, &mut buf), 9_504);
+    assert!(buf[..9_500].iter().all(|b| *b == 0));
+    assert_eq!(&buf[9_500..9_504], b"tail");
+    assert!(buf[9_504..].iter().all(|b| *b == 9));
+    // read_at zeroes them.
+    let mut zeroed = vec![9u8; 20_000];
+    assert_eq!(c.read_at(&f, 0, &mut zeroed).unwrap(), 9_504);
+    assert!(zeroed[9_504..].iter().all(|b| *b == 0));
+    // Entirely past end of file: nothing read, nothing written.
+    let mut past = vec![7u8; 3_000];
+    assert_eq!(read(9_504, &mut past), 0);
+    assert_eq!(read(40_000, &mut past), 0);
+    assert!(past.iter().all(|b| *b == 7));
+    // Inside the file, over strips no server has written: all zeros, full length.
+    let mut inside = vec![5u8; 4_000];
+    assert_eq!(read(2_500, &mut inside), 4_000);
+    assert!(inside.iter().all(|b| *b == 0));
+    // Ending exactly at end of file, starting mid-strip.
+    let mut end = vec![5u8; 1_004];
+    assert_eq!(read(8_500, &mut end), 1_004);
+    assert!(end[..1_000].iter().all(|b| *b == 0));
+    assert_eq!(&end[1_000..], b"tail");
+}
+
+#[test]
 fn large_transfer_streams_in_chunks() {
     let cluster = Cluster::start(ClusterOptions { servers: 2, strip_bytes: 8 << 20, ..Default::default() });
     let c = cluster.client();
