@@ -229,7 +229,7 @@ static int weft_two_phase(weft_file *file, int write, int explicit_offset, MPI_O
     uint64_t plan = 0;
     int have_plan = 0, plan_ok = 0, io_error = MPI_SUCCESS;
     if (rc == MPI_SUCCESS) {
-        rc = weft_mpi_class_of(weft_mpiio_coll_begin(file->id, write, explicit_offset, (int64_t)offset, buf, (int64_t)count,
+        rc = weft_mpi_class(weft_mpiio_coll_begin(file->id, write, explicit_offset, (int64_t)offset, buf, (int64_t)count,
                                                      type_id, (int64_t)lo, (int64_t)hi, &plan));
         have_plan = plan_ok = rc == MPI_SUCCESS;
     }
@@ -269,7 +269,7 @@ static int weft_two_phase(weft_file *file, int write, int explicit_offset, MPI_O
         const int64_t *out_pairs = NULL;
         const uint8_t *out_data = NULL;
         if (plan_ok) {
-            int e = weft_mpi_class_of(weft_mpiio_coll_round(plan, nprocs, x.windows, x.counts, &out_pairs, &out_data));
+            int e = weft_mpi_class(weft_mpiio_coll_round(plan, nprocs, x.windows, x.counts, &out_pairs, &out_data));
             if (e != MPI_SUCCESS) {
                 /* This rank stops contributing; the others carry on. */
                 rc = e;
@@ -302,18 +302,18 @@ static int weft_two_phase(weft_file *file, int write, int explicit_offset, MPI_O
             PMPI_Alltoallv(out_data, x.send_bytes, x.send_bytes_at, MPI_BYTE, in_data, x.recv_bytes, x.recv_bytes_at,
                            MPI_BYTE, file->comm);
             if (my_domain >= 0 && totals[2] > 0 && io_error == MPI_SUCCESS)
-                io_error = weft_mpi_class_of(weft_mpiio_coll_write_window(file->id, wlo, whi, totals[2] / 2, in_pairs, in_data,
+                io_error = weft_mpi_class(weft_mpiio_coll_write_window(file->id, wlo, whi, totals[2] / 2, in_pairs, in_data,
                                                                           totals[3]));
         } else {
             memset(in_data, 0, (size_t)totals[3]);
             if (my_domain >= 0 && totals[2] > 0 && io_error == MPI_SUCCESS)
-                io_error = weft_mpi_class_of(weft_mpiio_coll_read_window(file->id, wlo, whi, totals[2] / 2, in_pairs, in_data,
+                io_error = weft_mpi_class(weft_mpiio_coll_read_window(file->id, wlo, whi, totals[2] / 2, in_pairs, in_data,
                                                                          totals[3]));
             uint8_t *back = weft_alloc((size_t)totals[1]);
             PMPI_Alltoallv(in_data, x.recv_bytes, x.recv_bytes_at, MPI_BYTE, back, x.send_bytes, x.send_bytes_at, MPI_BYTE,
                            file->comm);
             if (plan_ok) {
-                int e = weft_mpi_class_of(weft_mpiio_coll_deliver(plan, back, totals[1]));
+                int e = weft_mpi_class(weft_mpiio_coll_deliver(plan, back, totals[1]));
                 if (e != MPI_SUCCESS) { rc = e; plan_ok = 0; }
             }
             free(back);
@@ -329,7 +329,7 @@ static int weft_two_phase(weft_file *file, int write, int explicit_offset, MPI_O
     PMPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, file->comm);
     int64_t moved = 0;
     if (have_plan) {
-        int e = weft_mpi_class_of(weft_mpiio_coll_end(plan, plan_ok && !failed, &moved));
+        int e = weft_mpi_class(weft_mpiio_coll_end(plan, plan_ok && !failed, &moved));
         if (rc == MPI_SUCCESS) rc = e;
     }
     if (rc == MPI_SUCCESS && io_error != MPI_SUCCESS) rc = io_error;
@@ -348,7 +348,7 @@ int weft_collective(weft_file *file, int write, int explicit_offset, MPI_Offset 
     int64_t start = 0, end = 0, total = 0, bytes = 0;
     int rc = count < 0 ? MPI_ERR_COUNT : weft_type_id(datatype, &type_id);
     if (rc == MPI_SUCCESS)
-        rc = weft_mpi_class_of(weft_mpiio_coll_range(file->id, write, explicit_offset, (int64_t)offset, (int64_t)count,
+        rc = weft_mpi_class(weft_mpiio_coll_range(file->id, write, explicit_offset, (int64_t)offset, (int64_t)count,
                                                      type_id, &start, &end, &total));
     if (rc != MPI_SUCCESS) start = end = total = 0;
     long long mine[WEFT_GATHER_WORDS] = {start, end, hints.method, write ? hints.cb_write : hints.cb_read, hints.cb_nodes,
@@ -386,7 +386,7 @@ int weft_collective(weft_file *file, int write, int explicit_offset, MPI_Offset 
          * collective implies. */
         weft_datatype_calls++;
         if (rc == MPI_SUCCESS)
-            rc = weft_mpi_class_of(weft_mpiio_io(file->id, write, explicit_offset, (int64_t)offset, buf, (int64_t)count,
+            rc = weft_mpi_class(weft_mpiio_io(file->id, write, explicit_offset, (int64_t)offset, buf, (int64_t)count,
                                                  type_id, &bytes));
         PMPI_Barrier(file->comm);
     }

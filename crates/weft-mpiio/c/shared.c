@@ -21,25 +21,8 @@
 #include "weft_mpiio_internal.h"
 #include "weft_shared.h"
 
-/* The MPI class of a Weft class (as weft_mpiio.c maps them). */
-static int shared_class(int weft_class) {
-    switch (weft_class) {
-    case WEFT_SUCCESS: return MPI_SUCCESS;
-    case WEFT_ERR_NO_SUCH_FILE: return MPI_ERR_NO_SUCH_FILE;
-    case WEFT_ERR_FILE_EXISTS: return MPI_ERR_FILE_EXISTS;
-    case WEFT_ERR_ACCESS: return MPI_ERR_ACCESS;
-    case WEFT_ERR_AMODE: return MPI_ERR_AMODE;
-    case WEFT_ERR_IO: return MPI_ERR_IO;
-    case WEFT_ERR_NO_SPACE: return MPI_ERR_NO_SPACE;
-    case WEFT_ERR_BAD_FILE: return MPI_ERR_BAD_FILE;
-    case WEFT_ERR_ARG: return MPI_ERR_ARG;
-    case WEFT_ERR_TYPE: return MPI_ERR_TYPE;
-    case WEFT_ERR_UNSUPPORTED_OPERATION: return MPI_ERR_UNSUPPORTED_OPERATION;
-    case WEFT_ERR_READ_ONLY: return MPI_ERR_READ_ONLY;
-    case WEFT_ERR_COUNT: return MPI_ERR_COUNT;
-    default: return MPI_ERR_INTERN;
-    }
-}
+/* The MPI class of a Weft class: weft_mpiio.c's mapping. */
+#define shared_class weft_mpi_class
 
 /* ---------- lifecycle hooks (called from weft_mpiio.c) ---------- */
 

@@ -72,7 +72,6 @@ int MPI_File_create_errhandler(MPI_File_errhandler_function *function, MPI_Errha
 }
 
 /* For the other C sources (collective.c). */
-int weft_mpi_class_of(int weft_class) { return weft_mpi_class(weft_class); }
 
 /* Raises `code` through `handler`, as MPI would on `handle`. */
 static int weft_raise_with(MPI_Errhandler handler, MPI_Comm comm, MPI_File handle, int code) {

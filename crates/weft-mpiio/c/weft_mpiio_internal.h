@@ -37,5 +37,4 @@ int weft_collective(weft_file *file, int write, int explicit_offset, MPI_Offset 
                     long long count, MPI_Datatype datatype, MPI_Status *status);
 void weft_coll_report_hints(weft_file *file, MPI_Info info);
 void weft_info_merge(MPI_Info *into, MPI_Info from);
-int weft_mpi_class_of(int weft_class);
 #endif
