@@ -620,6 +620,14 @@ int weft_impl_MPI_File_get_type_extent(MPI_File fh, MPI_Datatype datatype, MPI_A
     return PMPI_Type_get_extent(datatype, &lb, extent);
 }
 
+/* MPICH's large-count variant (compiled for both flavours; only MPICH
+ * exports the wrapper that calls it). */
+int weft_impl_MPI_File_get_type_extent_c(MPI_File fh, MPI_Datatype datatype, MPI_Count *extent) {
+    MPI_Count lb;
+    (void)fh;
+    return PMPI_Type_get_extent_x(datatype, &lb, extent);
+}
+
 /* ---------- views and pointers ---------- */
 
 static MPI_Datatype weft_type_copy(MPI_Datatype type) {

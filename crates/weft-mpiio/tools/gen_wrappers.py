@@ -154,11 +154,16 @@ def main():
             sys.exit("cannot wrap %s (returns %s)" % (name, ret))
         args = ", ".join(n for _, n, _ in ps)
         base = name[:-2] if name.endswith("_c") else name
-        if name in IMPLEMENTED or (name.endswith("_c") and base in IMPLEMENTED and same_but_count(protos, name, base)):
-            target = "weft_impl_%s(%s)" % (base, args)
+        # A function implemented under its own name, or a `_c` variant
+        # served by its int-count base (whose count parameter is long long).
+        impl = name if name in IMPLEMENTED else None
+        if impl is None and name.endswith("_c") and base in IMPLEMENTED and same_but_count(protos, name, base):
+            impl = base
+        if impl is not None:
+            target = "weft_impl_%s(%s)" % (impl, args)
             listing.append("%s implemented" % name)
-            if base not in decls:
-                decls.append(base)
+            if impl not in decls:
+                decls.append(impl)
         else:
             target = 'weft_unsupported(weft_file_, "%s")' % name
             unsupported.append(name)

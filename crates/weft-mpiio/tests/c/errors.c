@@ -60,6 +60,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, "rank %d: c2f/f2c round trip failed (%d)\n", rank, (int)fint);
         failures++;
     }
+#if MPI_VERSION >= 4
+    MPI_Count extent_c = -1;
+    expect_class(MPI_File_get_type_extent_c(fh, MPI_INT, &extent_c), MPI_SUCCESS, "get_type_extent_c");
+    if (extent_c != (MPI_Count)sizeof(int)) { fprintf(stderr, "get_type_extent_c %lld\n", (long long)extent_c); failures++; }
+#endif
+    MPI_Aint extent = -1;
+    expect_class(MPI_File_get_type_extent(fh, MPI_DOUBLE, &extent), MPI_SUCCESS, "get_type_extent");
+    if (extent != (MPI_Aint)sizeof(double)) { fprintf(stderr, "get_type_extent %ld\n", (long)extent); failures++; }
     MPI_Offset fsize = -1;
     expect_class(MPI_File_get_size(MPI_File_f2c(fint), &fsize), MPI_SUCCESS, "get_size through f2c");
     if (MPI_File_f2c(MPI_File_c2f(MPI_FILE_NULL)) != MPI_FILE_NULL) { fprintf(stderr, "f2c(c2f(NULL))\n"); failures++; }
