@@ -227,6 +227,7 @@ impl RequestTask {
         let _guard = self.service.scheduler.shared(handle).await;
         self.service.check_datafile(handle).await?;
         let mut received = 0u64;
+        let mut local_size = None;
         let mut next = Some((0u64, first_chunk));
         while received < length {
             let (stream_offset, payload) = match next.take() {
@@ -244,21 +245,33 @@ impl RequestTask {
                 return Err(ErrorCode::Protocol);
             }
             received += payload.len() as u64;
-            self.store_chunk(handle, offset + stream_offset, payload).await?;
+            let last = received == length;
+            local_size = self.store_chunk(handle, offset + stream_offset, payload, last).await?;
             let _ = self.outgoing.send(Frame::credit(self.request_id, 1)).await;
         }
-        let local_size = self.local_size(handle).await?;
+        let local_size = match local_size {
+            Some(size) => size,
+            None => self.local_size(handle).await?,
+        };
         Ok(Reply::Io { bytes: length, local_size })
     }
 
-    async fn store_chunk(&self, handle: Handle, offset: u64, payload: Vec<u8>) -> WeftResult<()> {
+    /// Writes one chunk on the blocking pool; with `then_size`, also
+    /// returns the datafile's local size in the same hand-off (the last
+    /// chunk of a request, saving the reply its own trip to the pool).
+    async fn store_chunk(&self, handle: Handle, offset: u64, payload: Vec<u8>, then_size: bool) -> WeftResult<Option<u64>> {
         let service = self.service.clone();
         tokio::task::spawn_blocking(move || {
             // Shared: excludes only overlapping sieving read-modify-writes (see crate::ranges).
             let end = offset.saturating_add(payload.len() as u64);
             let _range = service.ranges.lock(handle, offset, end, crate::ranges::RangeMode::Shared);
             service.counters.syscalls(1);
-            service.bytestreams.write_at(handle, offset, &payload)
+            service.bytestreams.write_at(handle, offset, &payload)?;
+            if then_size {
+                Ok(Some(service.bytestreams.stat(handle)?.0))
+            } else {
+                Ok(None)
+            }
         })
             .await
             .map_err(|_| ErrorCode::Io)?
@@ -277,19 +290,25 @@ impl RequestTask {
         let _guard = self.service.scheduler.shared(handle).await;
         self.service.check_datafile(handle).await?;
         let mut done = 0u64;
+        let mut local_size = None;
         while done < length {
             let want = (length - done).min(CHUNK_BYTES_MAX as u64) as usize;
             let service = self.service.clone();
             let at = offset + done;
-            let chunk = tokio::task::spawn_blocking(move || {
+            let last = done + want as u64 == length;
+            // The local size comes with the last (or a short) chunk, in the
+            // same trip to the blocking pool.
+            let (chunk, size) = tokio::task::spawn_blocking(move || {
                 let mut buf = vec![0u8; want];
                 service.counters.syscalls(1);
                 let n = service.bytestreams.read_at(handle, at, &mut buf)?;
                 buf.truncate(n);
-                Ok::<_, ErrorCode>(buf)
+                let size = if last || n < want { Some(service.bytestreams.stat(handle)?.0) } else { None };
+                Ok::<_, ErrorCode>((buf, size))
             })
             .await
             .map_err(|_| ErrorCode::Io)??;
+            local_size = size;
             let got = chunk.len();
             if got > 0 {
                 self.outgoing.send(Frame::data(self.request_id, done, chunk)).await.map_err(|_| ErrorCode::Unreachable)?;
@@ -299,7 +318,10 @@ impl RequestTask {
                 break;
             }
         }
-        let local_size = self.local_size(handle).await?;
+        let local_size = match local_size {
+            Some(size) => size,
+            None => self.local_size(handle).await?,
+        };
         Ok(Reply::Io { bytes: done, local_size })
     }
 }
