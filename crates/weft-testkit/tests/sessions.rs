@@ -244,6 +244,8 @@ fn locks_of_a_killed_client_are_released() {
         .spawn()
         .expect("spawn helper");
     let stdout = helper.stdout.take().expect("helper stdout");
+    // Killed also when an assertion below fails.
+    let mut helper = KillOnDrop(helper);
     let mut lines = BufReader::new(stdout).lines();
     let locked = lines.by_ref().take(50).any(|line| line.map(|l| l.contains("locked")).unwrap_or(false));
     assert!(locked, "helper did not take its lock");
@@ -251,8 +253,7 @@ fn locks_of_a_killed_client_are_released() {
     // Alive (kept alive past several leases): its lock holds.
     std::thread::sleep(Duration::from_millis(2500));
     assert_eq!(b.lock(&sb, &[(10, 1)], LockMode::Shared, Duration::ZERO), Err(ErrorCode::TimedOut));
-    let _ = helper.kill();
-    let _ = helper.wait();
+    helper.stop();
     let lock = b.lock(&sb, &[(10, 1)], LockMode::Shared, WAIT).expect("lock of the killed client released");
     b.unlock(&sb, lock).unwrap();
 }
@@ -304,4 +305,20 @@ fn bad_input_gets_clear_errors_and_restart_forgets_sessions() {
     assert_ne!(fresh.id, session.id);
     assert_eq!(after.pointer_get(&fresh).unwrap(), 0);
     assert!(after.stat("/bad").is_ok(), "server keeps serving");
+}
+
+/// A child process killed and reaped when dropped.
+struct KillOnDrop(std::process::Child);
+
+impl KillOnDrop {
+    fn stop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
