@@ -149,7 +149,11 @@ pub unsafe extern "C" fn weft_type_bytes(size: u64, out: *mut *mut weft_type_t) 
 /// # Safety
 /// `out` is NULL or points to writable storage for one pointer.
 #[no_mangle]
-pub unsafe extern "C" fn weft_type_contiguous(count: u64, child: *const weft_type_t, out: *mut *mut weft_type_t) -> c_int {
+pub unsafe extern "C" fn weft_type_contiguous(
+    count: u64,
+    child: *const weft_type_t,
+    out: *mut *mut weft_type_t,
+) -> c_int {
     // SAFETY: per this function's contract.
     unsafe { construct(out, || Dataloop::contiguous(count, &type_arg(child)?.dataloop).map_err(build_error)) }
 }
@@ -228,7 +232,8 @@ pub unsafe extern "C" fn weft_type_hindexed(
 ) -> c_int {
     let build = || {
         // SAFETY: per this function's contract.
-        let (lengths, displacements) = unsafe { (array_arg(blocklengths, count)?, array_arg(displacements_bytes, count)?) };
+        let (lengths, displacements) =
+            unsafe { (array_arg(blocklengths, count)?, array_arg(displacements_bytes, count)?) };
         Dataloop::hindexed(lengths, displacements, &type_arg(child)?.dataloop).map_err(build_error)
     };
     // SAFETY: per this function's contract.
@@ -343,9 +348,11 @@ pub unsafe extern "C" fn weft_type_subarray(
     let build = || {
         let n = ndims as usize;
         // SAFETY: per this function's contract.
-        let (sizes, subsizes, starts) = unsafe { (array_arg(sizes, n)?, array_arg(subsizes, n)?, array_arg(starts, n)?) };
+        let (sizes, subsizes, starts) =
+            unsafe { (array_arg(sizes, n)?, array_arg(subsizes, n)?, array_arg(starts, n)?) };
         let element = type_arg(element)?;
-        mpi_types::subarray(ndims, sizes, subsizes, starts, order_arg(order)?, &element.dataloop).map_err(mpi_type_error)
+        mpi_types::subarray(ndims, sizes, subsizes, starts, order_arg(order)?, &element.dataloop)
+            .map_err(mpi_type_error)
     };
     // SAFETY: per this function's contract.
     unsafe { construct(out, build) }

@@ -55,7 +55,8 @@ impl DirState {
     fn next(&self) -> CapiResult<Option<DirEntry>> {
         let mut cursor = self.cursor.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         while cursor.pending.is_empty() && !cursor.end {
-            let (entries, end) = self.client.block_on(self.client.client().readdir_page(self.dir, cursor.cookie, PAGE_ENTRIES))?;
+            let (entries, end) =
+                self.client.block_on(self.client.client().readdir_page(self.dir, cursor.cookie, PAGE_ENTRIES))?;
             if let Some(last) = entries.last() {
                 cursor.cookie = last.sequence;
             }

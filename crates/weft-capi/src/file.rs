@@ -78,7 +78,10 @@ impl FileState {
     /// the file failed if it fails, and is followed by an fsync with
     /// `O_SYNC`. Range checks belong before this call, so that refused
     /// arguments do not mark the file failed.
-    pub(crate) fn write_noncontig(&self, write: impl FnOnce(&BlockingClient, &File) -> WeftResult<()>) -> CapiResult<()> {
+    pub(crate) fn write_noncontig(
+        &self,
+        write: impl FnOnce(&BlockingClient, &File) -> WeftResult<()>,
+    ) -> CapiResult<()> {
         self.check_writable()?;
         if self.flags.append {
             return Err(CapiError::AppendNoncontiguous);
@@ -108,7 +111,12 @@ impl FileState {
 
 /// Opens `path`, creating it per `flags`; returns the file and whether it
 /// was created by this call.
-fn open_or_create(client: &BlockingClient, path: &str, flags: &OpenFlags, options: CreateOptions) -> WeftResult<(File, bool)> {
+fn open_or_create(
+    client: &BlockingClient,
+    path: &str,
+    flags: &OpenFlags,
+    options: CreateOptions,
+) -> WeftResult<(File, bool)> {
     let wanted = flags.wanted_access();
     let exclusive = CreateOptions { exclusive: true, ..options };
     if !flags.create {
@@ -219,7 +227,12 @@ pub unsafe extern "C" fn weft_create(
 /// `buffer` is NULL (only if `count` is 0) or points to `count` writable
 /// bytes.
 #[no_mangle]
-pub unsafe extern "C" fn weft_pread(file: *mut weft_file_t, buffer: *mut c_void, count: usize, offset: i64) -> libc::ssize_t {
+pub unsafe extern "C" fn weft_pread(
+    file: *mut weft_file_t,
+    buffer: *mut c_void,
+    count: usize,
+    offset: i64,
+) -> libc::ssize_t {
     boundary::count(|| {
         let state = registry::lookup::<FileState>(file)?;
         state.check_readable()?;
@@ -239,7 +252,12 @@ pub unsafe extern "C" fn weft_pread(file: *mut weft_file_t, buffer: *mut c_void,
 /// `buffer` is NULL (only if `count` is 0) or points to `count` readable
 /// bytes.
 #[no_mangle]
-pub unsafe extern "C" fn weft_pwrite(file: *mut weft_file_t, buffer: *const c_void, count: usize, offset: i64) -> libc::ssize_t {
+pub unsafe extern "C" fn weft_pwrite(
+    file: *mut weft_file_t,
+    buffer: *const c_void,
+    count: usize,
+    offset: i64,
+) -> libc::ssize_t {
     boundary::count(|| {
         let state = registry::lookup::<FileState>(file)?;
         // SAFETY: per this function's contract.

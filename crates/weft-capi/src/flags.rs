@@ -83,7 +83,10 @@ mod tests {
         let flags = OpenFlags::parse(libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC).unwrap();
         assert!(flags.read && flags.write && flags.create && flags.exclusive);
         assert!(OpenFlags::parse(libc::O_WRONLY | libc::O_SYNC).unwrap().sync);
-        assert_eq!(OpenFlags::parse(libc::O_WRONLY | libc::O_APPEND).unwrap().wanted_access(), weft_client::access::WRITE);
+        assert_eq!(
+            OpenFlags::parse(libc::O_WRONLY | libc::O_APPEND).unwrap().wanted_access(),
+            weft_client::access::WRITE
+        );
     }
 
     #[test]

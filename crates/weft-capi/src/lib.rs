@@ -67,6 +67,10 @@ pub use dir::{weft_closedir, weft_opendir, weft_readdir};
 pub use error::{CapiError, CapiResult};
 pub use file::{weft_close, weft_create, weft_fstat, weft_fsync, weft_ftruncate, weft_open, weft_pread, weft_pwrite};
 pub use fs::{weft_connect, weft_disconnect, weft_statfs, weft_statfs_servers, weft_strerror};
+pub use names::{
+    weft_lstat, weft_mkdir, weft_readlink, weft_rename, weft_rmdir, weft_stat, weft_symlink, weft_truncate, weft_unlink,
+};
 pub use noncontig::{weft_pread_list, weft_pwrite_list, weft_read_dtype, weft_set_io_method, weft_write_dtype};
-pub use names::{weft_lstat, weft_mkdir, weft_readlink, weft_rename, weft_rmdir, weft_stat, weft_symlink, weft_truncate, weft_unlink};
-pub use types::{weft_dir_t, weft_dirent, weft_file_t, weft_fs_t, weft_server_statfs, weft_statfs, weft_stat, weft_type_t};
+pub use types::{
+    weft_dir_t, weft_dirent, weft_file_t, weft_fs_t, weft_server_statfs, weft_stat, weft_statfs, weft_type_t,
+};

@@ -57,7 +57,11 @@ struct ListAccess {
 }
 
 /// Pairs offsets with lengths; `offset_of` checks and converts an offset.
-fn regions<O: Copy>(offsets: &[O], lengths: &[u64], offset_of: impl Fn(O) -> CapiResult<u64>) -> CapiResult<Vec<Region>> {
+fn regions<O: Copy>(
+    offsets: &[O],
+    lengths: &[u64],
+    offset_of: impl Fn(O) -> CapiResult<u64>,
+) -> CapiResult<Vec<Region>> {
     offsets.iter().zip(lengths).map(|(offset, length)| Ok(Region::new(offset_of(*offset)?, *length))).collect()
 }
 
@@ -152,7 +156,11 @@ impl DtypeAccess {
     }
 
     fn file(&self) -> FileAccess<'_> {
-        FileAccess::Datatype { file_type: &self.file_type, displacement: self.displacement, view_offset: self.view_offset }
+        FileAccess::Datatype {
+            file_type: &self.file_type,
+            displacement: self.displacement,
+            view_offset: self.view_offset,
+        }
     }
 }
 
@@ -346,7 +354,10 @@ mod tests {
     fn lists_are_checked() {
         let memory = vec![Region::new(0, 4), Region::new(8, 4)];
         assert!(ListAccess::new(memory.clone(), vec![Region::new(100, 8)], 12).is_ok());
-        assert_eq!(ListAccess::new(memory.clone(), vec![Region::new(100, 8)], 11).err(), Some(CapiError::OutsideBuffer));
+        assert_eq!(
+            ListAccess::new(memory.clone(), vec![Region::new(100, 8)], 11).err(),
+            Some(CapiError::OutsideBuffer)
+        );
         assert_eq!(ListAccess::new(memory, vec![Region::new(100, 9)], 12).err(), Some(CapiError::ListTotalsDiffer));
     }
 

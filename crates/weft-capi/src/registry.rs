@@ -89,7 +89,8 @@ pub(crate) fn lookup<T: Registered>(handle: *const T::Opaque) -> CapiResult<Arc<
 pub(crate) fn unregister<T: Registered>(handle: *const T::Opaque) -> CapiResult<Arc<T>> {
     let token = token_of(handle.cast())?;
     let mut table = table();
-    let state = T::unwrap(table.objects.get(&token).ok_or(CapiError::BadHandle)?).cloned().ok_or(CapiError::BadHandle)?;
+    let state =
+        T::unwrap(table.objects.get(&token).ok_or(CapiError::BadHandle)?).cloned().ok_or(CapiError::BadHandle)?;
     table.objects.remove(&token);
     Ok(state)
 }

@@ -5,8 +5,8 @@
 #![allow(non_camel_case_types)]
 
 use weft_client::{FsStatus, Stat};
-use weft_proto::message::{DirEntry, ObjectKind, ServerStatus};
 use weft_proto::limits;
+use weft_proto::message::{DirEntry, ObjectKind, ServerStatus};
 
 /// A connection to one Weft file system (opaque to C).
 pub struct weft_fs_t {

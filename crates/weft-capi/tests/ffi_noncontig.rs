@@ -110,7 +110,8 @@ fn bad_constructor_arguments_are_refused() {
         assert_eq!(refused(|out| weft_type_vector(4, 1, i64::MAX, element, out)), EOVERFLOW);
         assert_eq!(refused(|out| weft_type_contiguous(u64::MAX / 2, element, out)), EOVERFLOW);
         let huge = [u64::MAX / 2, 2];
-        let subarray = |out| weft_type_subarray(2, huge.as_ptr(), huge.as_ptr(), [0u64, 0].as_ptr(), WEFT_ORDER_C, element, out);
+        let subarray =
+            |out| weft_type_subarray(2, huge.as_ptr(), huge.as_ptr(), [0u64, 0].as_ptr(), WEFT_ORDER_C, element, out);
         assert!(matches!(refused(subarray), EOVERFLOW | EINVAL));
         // NULL arrays with a non-zero count.
         assert_eq!(refused(|out| weft_type_indexed(2, null(), displacements.as_ptr(), element, out)), EINVAL);
@@ -118,7 +119,9 @@ fn bad_constructor_arguments_are_refused() {
         assert_eq!(refused(|out| weft_type_indexed_block(2, 1, null(), element, out)), EINVAL);
         assert_eq!(refused(|out| weft_type_struct(1, lengths.as_ptr(), displacements.as_ptr(), null(), out)), EINVAL);
         // Subarray: out of bounds, zero dimensions, unknown order.
-        let subarray = |ndims, order, out| weft_type_subarray(ndims, sizes.as_ptr(), subsizes.as_ptr(), starts.as_ptr(), order, element, out);
+        let subarray = |ndims, order, out| {
+            weft_type_subarray(ndims, sizes.as_ptr(), subsizes.as_ptr(), starts.as_ptr(), order, element, out)
+        };
         assert_eq!(refused(|out| subarray(2, WEFT_ORDER_C, out)), EINVAL);
         assert_eq!(refused(|out| subarray(0, WEFT_ORDER_C, out)), EINVAL);
         assert_eq!(refused(|out| subarray(1, 7, out)), EINVAL);
@@ -127,7 +130,18 @@ fn bad_constructor_arguments_are_refused() {
         // Darray: bad grid, bad distribution, zero or negative darg.
         let (gsizes, psizes) = ([8u64, 8], [2u64, 2]);
         let darray = |size, distributions: [i32; 2], dargs: *const i64, out| {
-            weft_type_darray(size, 0, 2, gsizes.as_ptr(), distributions.as_ptr(), dargs, psizes.as_ptr(), WEFT_ORDER_C, element, out)
+            weft_type_darray(
+                size,
+                0,
+                2,
+                gsizes.as_ptr(),
+                distributions.as_ptr(),
+                dargs,
+                psizes.as_ptr(),
+                WEFT_ORDER_C,
+                element,
+                out,
+            )
         };
         let block = [WEFT_DISTRIBUTE_BLOCK; 2];
         assert_eq!(refused(|out| darray(3, block, null(), out)), EINVAL);
@@ -207,7 +221,12 @@ const FILE_OFFSETS: [i64; 3] = [0, 100, 200];
 const FILE_LENGTHS: [u64; 3] = [4, 4, 4];
 
 fn good_lists() -> Lists<'static> {
-    Lists { memory_offsets: &MEMORY_OFFSETS, memory_lengths: &MEMORY_LENGTHS, file_offsets: &FILE_OFFSETS, file_lengths: &FILE_LENGTHS }
+    Lists {
+        memory_offsets: &MEMORY_OFFSETS,
+        memory_lengths: &MEMORY_LENGTHS,
+        file_offsets: &FILE_OFFSETS,
+        file_lengths: &FILE_LENGTHS,
+    }
 }
 
 fn check_list_arguments(file: *mut weft_file_t) {
@@ -225,9 +244,22 @@ fn check_list_arguments(file: *mut weft_file_t) {
     unsafe {
         let null_arrays = weft_pwrite_list(file, buffer.as_ptr().cast(), 16, 2, null(), null(), 3, null(), null());
         assert_eq!(null_arrays, EINVAL as isize);
-        let null_buffer = weft_pread_list(file, null_mut(), 16, 2, MEMORY_OFFSETS.as_ptr(), MEMORY_LENGTHS.as_ptr(), 3, FILE_OFFSETS.as_ptr(), FILE_LENGTHS.as_ptr());
+        let null_buffer = weft_pread_list(
+            file,
+            null_mut(),
+            16,
+            2,
+            MEMORY_OFFSETS.as_ptr(),
+            MEMORY_LENGTHS.as_ptr(),
+            3,
+            FILE_OFFSETS.as_ptr(),
+            FILE_LENGTHS.as_ptr(),
+        );
         assert_eq!(null_buffer, EINVAL as isize);
-        assert_eq!(weft_pwrite_list(forged(), buffer.as_ptr().cast(), 0, 0, null(), null(), 0, null(), null()), EBADF as isize);
+        assert_eq!(
+            weft_pwrite_list(forged(), buffer.as_ptr().cast(), 0, 0, null(), null(), 0, null(), null()),
+            EBADF as isize
+        );
     }
     // Refused arguments did not mark the file as failed.
     assert_eq!(good.write(file, &buffer), 12);

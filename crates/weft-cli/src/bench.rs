@@ -247,7 +247,10 @@ fn start_worker(config_path: &std::path::Path, args: &[String]) -> Result<Worker
 
 /// Starts one worker per argument list, releases them together, and returns
 /// (seconds from release to the last result, results).
-fn run_phase(config_path: &std::path::Path, per_worker: Vec<Vec<String>>) -> Result<(f64, Vec<serde_json::Value>), String> {
+fn run_phase(
+    config_path: &std::path::Path,
+    per_worker: Vec<Vec<String>>,
+) -> Result<(f64, Vec<serde_json::Value>), String> {
     let mut workers = per_worker.iter().map(|args| start_worker(config_path, args)).collect::<Result<Vec<_>, _>>()?;
     for w in &mut workers {
         let mut line = String::new();
@@ -265,7 +268,8 @@ fn run_phase(config_path: &std::path::Path, per_worker: Vec<Vec<String>>) -> Res
     for w in &mut workers {
         let mut line = String::new();
         w.stdout.read_line(&mut line).map_err(|e| e.to_string())?;
-        let value: serde_json::Value = serde_json::from_str(line.trim()).map_err(|_| format!("worker failed: {line}"))?;
+        let value: serde_json::Value =
+            serde_json::from_str(line.trim()).map_err(|_| format!("worker failed: {line}"))?;
         if let Some(error) = value.get("error") {
             return Err(format!("worker failed: {error}"));
         }
@@ -287,7 +291,8 @@ fn drop_caches() -> Result<(), String> {
 fn bench_io(config: Config, config_path: PathBuf, args: IoArgs) -> Result<(), String> {
     let total = args.size_per_proc * args.procs as u64;
     let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
-    let client = runtime.block_on(async { Client::new(config.clone(), ClientOptions::default()) }).map_err(|e| e.to_string())?;
+    let client =
+        runtime.block_on(async { Client::new(config.clone(), ClientOptions::default()) }).map_err(|e| e.to_string())?;
     let _ = runtime.block_on(client.mkdir_all("/bench-io", 0o755));
     let caches = if args.drop_caches { "cold" } else { "warm" };
     let patterns: &[Pattern] = match args.pattern {
@@ -300,14 +305,25 @@ fn bench_io(config: Config, config_path: PathBuf, args: IoArgs) -> Result<(), St
     let copy = memcpy_rate(total);
     emit(args.json, json!({"bench": "io", "method": "memcpy", "phase": "copy", "bytes": total, "mib_per_s": copy}));
     let tcp = loopback_ceiling(total, args.transfer)?;
-    emit(args.json, json!({"bench": "io", "method": "loopback_tcp", "phase": "copy", "bytes": total, "transfer": args.transfer, "mib_per_s": tcp}));
+    emit(
+        args.json,
+        json!({"bench": "io", "method": "loopback_tcp", "phase": "copy", "bytes": total, "transfer": args.transfer, "mib_per_s": tcp}),
+    );
     let local_dir = args.local_dir.clone().unwrap_or_else(|| config.servers[0].storage.clone());
     let (disk_write, disk_read) = local_disk(&local_dir, total, args.transfer, args.drop_caches)?;
-    emit(args.json, json!({"bench": "io", "method": "local_disk", "phase": "write", "bytes": total, "transfer": args.transfer, "mib_per_s": disk_write}));
-    emit(args.json, json!({"bench": "io", "method": "local_disk", "phase": "read", "caches": caches, "bytes": total, "transfer": args.transfer, "mib_per_s": disk_read}));
+    emit(
+        args.json,
+        json!({"bench": "io", "method": "local_disk", "phase": "write", "bytes": total, "transfer": args.transfer, "mib_per_s": disk_write}),
+    );
+    emit(
+        args.json,
+        json!({"bench": "io", "method": "local_disk", "phase": "read", "caches": caches, "bytes": total, "transfer": args.transfer, "mib_per_s": disk_read}),
+    );
     for pattern in patterns {
         let (name, path_of): (&str, Box<dyn Fn(u32) -> (String, u64)>) = match pattern {
-            Pattern::Shared => ("shared", Box::new(|r| ("/bench-io/shared".to_string(), r as u64 * args.size_per_proc))),
+            Pattern::Shared => {
+                ("shared", Box::new(|r| ("/bench-io/shared".to_string(), r as u64 * args.size_per_proc)))
+            }
             _ => ("file_per_process", Box::new(|r| (format!("/bench-io/fpp-{r}"), 0))),
         };
         for phase in ["write", "read"] {
@@ -318,25 +334,34 @@ fn bench_io(config: Config, config_path: PathBuf, args: IoArgs) -> Result<(), St
                 .map(|rank| {
                     let (path, offset) = path_of(rank);
                     vec![
-                        "--task".into(), format!("io-{phase}"),
-                        "--rank".into(), rank.to_string(),
-                        "--path".into(), path,
-                        "--offset".into(), offset.to_string(),
-                        "--bytes".into(), args.size_per_proc.to_string(),
-                        "--transfer".into(), args.transfer.to_string(),
+                        "--task".into(),
+                        format!("io-{phase}"),
+                        "--rank".into(),
+                        rank.to_string(),
+                        "--path".into(),
+                        path,
+                        "--offset".into(),
+                        offset.to_string(),
+                        "--bytes".into(),
+                        args.size_per_proc.to_string(),
+                        "--transfer".into(),
+                        args.transfer.to_string(),
                     ]
                 })
                 .collect();
             let (seconds, _) = run_phase(&config_path, per_worker)?;
             let rate = mib_per_s(total, seconds);
-            emit(args.json, json!({
-                "bench": "io", "method": "weft", "pattern": name, "phase": phase, "procs": args.procs,
-                "servers": config.servers.len(), "bytes": total, "transfer": args.transfer,
-                "caches": if phase == "read" { caches } else { "n/a" },
-                "mib_per_s": rate,
-                "ratio_to_loopback_tcp": (rate / tcp * 100.0).round() / 100.0,
-                "ratio_to_local_disk": (rate / if phase == "write" { disk_write } else { disk_read } * 100.0).round() / 100.0,
-            }));
+            emit(
+                args.json,
+                json!({
+                    "bench": "io", "method": "weft", "pattern": name, "phase": phase, "procs": args.procs,
+                    "servers": config.servers.len(), "bytes": total, "transfer": args.transfer,
+                    "caches": if phase == "read" { caches } else { "n/a" },
+                    "mib_per_s": rate,
+                    "ratio_to_loopback_tcp": (rate / tcp * 100.0).round() / 100.0,
+                    "ratio_to_local_disk": (rate / if phase == "write" { disk_write } else { disk_read } * 100.0).round() / 100.0,
+                }),
+            );
         }
         for rank in 0..args.procs {
             let (path, _) = path_of(rank);
@@ -446,7 +471,8 @@ fn bench_md(config: Config, config_path: PathBuf, args: MdArgs) -> Result<(), St
         MetadataSync::None => "none",
     };
     let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
-    let client = runtime.block_on(async { Client::new(config.clone(), ClientOptions::default()) }).map_err(|e| e.to_string())?;
+    let client =
+        runtime.block_on(async { Client::new(config.clone(), ClientOptions::default()) }).map_err(|e| e.to_string())?;
     let run_id = std::process::id();
     // A file system started by `weft up` on this machine lists its server
     // processes next to its configuration: their CPU time is measured too.
@@ -464,10 +490,14 @@ fn bench_md(config: Config, config_path: PathBuf, args: MdArgs) -> Result<(), St
                 .map(|rank| {
                     let dir = if layout == "unique_dir" { format!("{base}/p{rank}") } else { base.clone() };
                     let mut v = vec![
-                        "--task".into(), format!("md-{phase}"),
-                        "--rank".into(), rank.to_string(),
-                        "--path".into(), dir,
-                        "--count".into(), args.files.to_string(),
+                        "--task".into(),
+                        format!("md-{phase}"),
+                        "--rank".into(),
+                        rank.to_string(),
+                        "--path".into(),
+                        dir,
+                        "--count".into(),
+                        args.files.to_string(),
                     ];
                     if let Some(n) = args.stripe_count {
                         v.push("--stripe-count".into());
@@ -613,7 +643,8 @@ fn worker(config: Config, args: WorkerArgs) -> Result<(), String> {
 async fn prepare(client: &Client, args: &WorkerArgs) -> Result<Option<weft_client::File>, String> {
     match args.task.as_str() {
         "io-write" => {
-            let file = client.create(&args.path, CreateOptions::default()).await.map_err(|e| format!("{}: {e}", args.path))?;
+            let file =
+                client.create(&args.path, CreateOptions::default()).await.map_err(|e| format!("{}: {e}", args.path))?;
             Ok(Some(file))
         }
         "io-read" => Ok(Some(client.open(&args.path, 4).await.map_err(|e| format!("{}: {e}", args.path))?)),
@@ -652,7 +683,11 @@ async fn execute_md(client: &Client, args: &WorkerArgs) -> Result<Vec<f64>, Stri
     use futures::stream::StreamExt;
     // The directory is resolved once, inside the timed phase (one lookup
     // per component, not per operation).
-    let dir = if args.by_path { None } else { Some(client.resolve(&args.path, true).await.map_err(|e| format!("{}: {e}", args.path))?.0) };
+    let dir = if args.by_path {
+        None
+    } else {
+        Some(client.resolve(&args.path, true).await.map_err(|e| format!("{}: {e}", args.path))?.0)
+    };
     let prefix = match args.task.as_str() {
         "md-create" | "md-stat" | "md-remove" => "f",
         "md-mkdir" | "md-rmdir" => "d",

@@ -185,7 +185,10 @@ pub fn mkfs(config: Option<PathBuf>, args: MkfsArgs) -> Result<(), String> {
             .block_on(weft_server::Service::open(config.clone(), id))
             .map_err(|e| format!("server {id}: {e}"))?;
         runtime.block_on(service.committer.flush()).map_err(|e| format!("server {id}: {e}"))?;
-        println!("server {id}: storage ready at {}", config.server(id).map(|s| s.storage.display().to_string()).unwrap_or_default());
+        println!(
+            "server {id}: storage ready at {}",
+            config.server(id).map(|s| s.storage.display().to_string()).unwrap_or_default()
+        );
     }
     Ok(())
 }
@@ -218,7 +221,11 @@ pub fn up(args: UpArgs) -> Result<(), String> {
     let dir = absolute(&args.dir)?;
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     if pid_file(&dir).exists() {
-        return Err(format!("{} already has a running file system (run `weft down --dir {}` first)", dir.display(), args.dir.display()));
+        return Err(format!(
+            "{} already has a running file system (run `weft down --dir {}` first)",
+            dir.display(),
+            args.dir.display()
+        ));
     }
     let config_path = dir.join("weft.toml");
     let options = GenOptions {
@@ -304,7 +311,8 @@ fn spawn_detached(exe: &Path, config: &Path, id: u32, log: std::fs::File) -> Res
 /// Pings every server until all answer or the deadline passes.
 pub fn wait_until_ready(config: &Config, limit: Duration) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
-    let client = weft_client::Client::new(config.clone(), weft_client::ClientOptions::default()).map_err(|e| e.to_string())?;
+    let client =
+        weft_client::Client::new(config.clone(), weft_client::ClientOptions::default()).map_err(|e| e.to_string())?;
     let start = Instant::now();
     loop {
         let results = runtime.block_on(client.ping_all());
@@ -349,7 +357,8 @@ fn reap() {
 
 pub fn down(args: DownArgs) -> Result<(), String> {
     let dir = absolute(&args.dir)?;
-    let text = std::fs::read_to_string(pid_file(&dir)).map_err(|_| format!("no file system running under {}", dir.display()))?;
+    let text = std::fs::read_to_string(pid_file(&dir))
+        .map_err(|_| format!("no file system running under {}", dir.display()))?;
     let pids: Vec<u32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
     let mountpoint = dir.join("mnt");
     if weft_fuse::is_mounted(&mountpoint) {

@@ -85,7 +85,8 @@ fn session(config: Option<PathBuf>) -> Result<Session, String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let client = runtime.block_on(async { Client::new(config, ClientOptions::default()) }).map_err(|e| e.to_string())?;
+    let client =
+        runtime.block_on(async { Client::new(config, ClientOptions::default()) }).map_err(|e| e.to_string())?;
     Ok(Session { runtime, client })
 }
 

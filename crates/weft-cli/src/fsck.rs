@@ -25,9 +25,7 @@ use std::time::Duration;
 use clap::Args;
 use serde_json::json;
 use weft_client::{Client, ClientOptions};
-use weft_proto::message::{
-    CollectiveGroup, CollectiveOp, Credentials, ObjectKind, ObjectSummary, Reply, Request,
-};
+use weft_proto::message::{CollectiveGroup, CollectiveOp, Credentials, ObjectKind, ObjectSummary, Reply, Request};
 use weft_proto::{Handle, WeftResult};
 
 use crate::cluster::load_config;
@@ -89,7 +87,8 @@ async fn scan(client: &Client) -> WeftResult<Scan> {
             }
         }
     }
-    let dirs: Vec<Handle> = result.objects.values().filter(|o| o.kind == ObjectKind::Directory).map(|o| o.handle).collect();
+    let dirs: Vec<Handle> =
+        result.objects.values().filter(|o| o.kind == ObjectKind::Directory).map(|o| o.handle).collect();
     for dir in dirs {
         let mut cookie = 0;
         loop {
@@ -135,7 +134,9 @@ fn findings(scan: &Scan) -> BTreeSet<Finding> {
                     || reserved.contains_key(&object.handle)
                     || reclaim.contains_key(&object.handle)
             }
-            _ => object.handle == Handle::ROOT || named.contains(&object.handle) || reclaim.contains_key(&object.handle),
+            _ => {
+                object.handle == Handle::ROOT || named.contains(&object.handle) || reclaim.contains_key(&object.handle)
+            }
         };
         if !accounted {
             out.insert(Finding::Orphan { handle: object.handle, kind: format!("{:?}", object.kind) });
@@ -146,7 +147,11 @@ fn findings(scan: &Scan) -> BTreeSet<Finding> {
             || used.get(handle).is_some_and(|(m, _)| m == metadata_server)
             || in_layouts.contains(handle);
         if !known {
-            out.insert(Finding::LeakedReservation { handle: *handle, data_server: *data_server, metadata_server: *metadata_server });
+            out.insert(Finding::LeakedReservation {
+                handle: *handle,
+                data_server: *data_server,
+                metadata_server: *metadata_server,
+            });
         }
     }
     out
@@ -157,11 +162,20 @@ async fn repair(client: &Client, finding: &Finding) -> WeftResult<()> {
         Finding::Orphan { handle, .. } | Finding::LeakedReservation { handle, .. } => {
             let server = client.server_of(*handle)?;
             let groups = vec![CollectiveGroup { server_id: server, handles: vec![*handle] }];
-            client.call(server, Request::Collective { operation: CollectiveOp::RemoveObjects, groups, fanout: 0, round: 0 }).await?;
+            client
+                .call(
+                    server,
+                    Request::Collective { operation: CollectiveOp::RemoveObjects, groups, fanout: 0, round: 0 },
+                )
+                .await?;
         }
         Finding::Dangling { dir, name, .. } => {
-            let request =
-                Request::RemoveDirent { cred: Credentials::root(), parent: *dir, name: name.clone(), expect_directory: None };
+            let request = Request::RemoveDirent {
+                cred: Credentials::root(),
+                parent: *dir,
+                name: name.clone(),
+                expect_directory: None,
+            };
             client.call(client.server_of(*dir)?, request).await?;
         }
         Finding::MissingDatafile { .. } => {}
@@ -173,7 +187,8 @@ async fn repair(client: &Client, finding: &Finding) -> WeftResult<()> {
 pub fn fsck(config: Option<PathBuf>, args: FsckArgs) -> Result<(), String> {
     let config = load_config(config)?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
-    let client = runtime.block_on(async { Client::new(config, ClientOptions::default()) }).map_err(|e| e.to_string())?;
+    let client =
+        runtime.block_on(async { Client::new(config, ClientOptions::default()) }).map_err(|e| e.to_string())?;
     let first = runtime.block_on(scan(&client)).map_err(|e| format!("scan: {e}"))?;
     std::thread::sleep(Duration::from_millis(1500));
     let second = runtime.block_on(scan(&client)).map_err(|e| format!("scan: {e}"))?;
@@ -189,9 +204,18 @@ pub fn fsck(config: Option<PathBuf>, args: FsckArgs) -> Result<(), String> {
     let pooled = second.tables.get(&1).map_or(0, |t| t.len());
     let queued = second.tables.get(&4).map_or(0, |t| t.len());
     if args.json {
-        println!("{}", json!({"problems": problems.len(), "objects": second.objects.len(), "pooled": pooled, "reclaim_queued": queued}));
+        println!(
+            "{}",
+            json!({"problems": problems.len(), "objects": second.objects.len(), "pooled": pooled, "reclaim_queued": queued})
+        );
     } else {
-        println!("problems: {} (objects {}, pooled {}, reclaim queued {})", problems.len(), second.objects.len(), pooled, queued);
+        println!(
+            "problems: {} (objects {}, pooled {}, reclaim queued {})",
+            problems.len(),
+            second.objects.len(),
+            pooled,
+            queued
+        );
     }
     Ok(())
 }

@@ -147,7 +147,12 @@ fn report(args: &HpioArgs, case: Case, method: Method, op: &str, bytes: u64, sec
     } else {
         println!(
             "hpio {op:5} {:6} {:8} P={} n={} s={} g={}: {mib_per_s:10.2} MiB/s ({seconds:.4} s)",
-            name(case), name(method), args.procs, args.region_count, args.region_bytes, args.spacing_bytes
+            name(case),
+            name(method),
+            args.procs,
+            args.region_count,
+            args.region_bytes,
+            args.spacing_bytes
         );
     }
 }
@@ -217,7 +222,11 @@ fn worker(config: Config, args: &HpioArgs, spec: &str) -> Result<(), String> {
     let file_nc = matches!(case, Case::CNc | Case::NcNc);
     let buffer_len = if memory_nc { n * (s + g) } else { n * s } as usize;
     let mut buffer: Vec<u8> = (0..buffer_len).map(|i| (i as u64 * 31 + rank) as u8).collect();
-    let memory = if memory_nc { MemoryLayout::Datatype { memory_type: &memory_type, count: 1 } } else { MemoryLayout::Contiguous };
+    let memory = if memory_nc {
+        MemoryLayout::Datatype { memory_type: &memory_type, count: 1 }
+    } else {
+        MemoryLayout::Contiguous
+    };
     let access = if file_nc {
         FileAccess::Datatype { file_type: &file_type, displacement: (rank * (s + g)) as i64, view_offset: 0 }
     } else {

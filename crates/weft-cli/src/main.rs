@@ -6,8 +6,8 @@
 mod bench;
 mod cluster;
 mod files;
-mod hpio;
 mod fsck;
+mod hpio;
 mod monitor;
 
 use std::path::PathBuf;
@@ -82,7 +82,9 @@ fn main() -> ExitCode {
     // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("WEFT_LOG").unwrap_or_else(|_| "warn,weft=info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("WEFT_LOG").unwrap_or_else(|_| "warn,weft=info".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();

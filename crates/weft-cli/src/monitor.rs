@@ -28,7 +28,8 @@ pub fn stats(config: Option<PathBuf>, args: StatsArgs) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     let mut servers: Vec<u32> = config.servers.iter().map(|s| s.id).collect();
     servers.sort_unstable();
-    let client = runtime.block_on(async { Client::new(config, ClientOptions::default()) }).map_err(|e| e.to_string())?;
+    let client =
+        runtime.block_on(async { Client::new(config, ClientOptions::default()) }).map_err(|e| e.to_string())?;
     let mut last_error = String::from("no servers");
     // Any server can be the root; try the next if one does not answer.
     for root in servers.clone() {
@@ -52,8 +53,10 @@ fn print(parts: Vec<(u32, weft_proto::WeftResult<CollectivePart>)>, as_json: boo
                 println!("{}", json!({"server": server, "counters": counters}));
             }
             Ok(CollectivePart::Counters(counters)) => {
-                println!("server {server}: syscalls {} regions {} sieve_spans {} collectives_forwarded {}",
-                    counters.syscalls, counters.regions_visited, counters.sieve_spans, counters.collective_forwards);
+                println!(
+                    "server {server}: syscalls {} regions {} sieve_spans {} collectives_forwarded {}",
+                    counters.syscalls, counters.regions_visited, counters.sieve_spans, counters.collective_forwards
+                );
                 for kind in counters.kinds {
                     let quantile = |q: f64| kind.latency_quantile_us(q).map_or("-".to_string(), |us| format!("<{us}"));
                     println!(

@@ -119,7 +119,8 @@ impl Client {
         let pool = Pool::new(&config, options.timeouts)?;
         pool.faults.set(options.faults);
         let seed = std::process::id().wrapping_mul(2654435761);
-        let shared = Arc::new(Shared { config, pool, placement: AtomicU32::new(seed), client_driven: options.client_driven });
+        let shared =
+            Arc::new(Shared { config, pool, placement: AtomicU32::new(seed), client_driven: options.client_driven });
         Ok(Client { shared, credentials: Arc::new(options.credentials) })
     }
 
@@ -228,7 +229,11 @@ impl Client {
 
     /// One `StatEntry` request (aggregate) or a lookup (client-driven):
     /// the stat, or the entry when the caller must continue from it.
-    pub(crate) async fn stat_entry(&self, parent: Handle, name: &str) -> WeftResult<Result<Stat, (Handle, ObjectKind)>> {
+    pub(crate) async fn stat_entry(
+        &self,
+        parent: Handle,
+        name: &str,
+    ) -> WeftResult<Result<Stat, (Handle, ObjectKind)>> {
         weft_proto::message::validate_name(name)?;
         if self.shared.client_driven {
             return Ok(Err(self.lookup(parent, name).await?));

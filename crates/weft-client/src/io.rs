@@ -235,7 +235,9 @@ impl Client {
         for handle in &file.layout.datafiles {
             by_server.entry(self.server_of(*handle)?).or_default().push(*handle);
         }
-        let results = join_all(by_server.into_iter().map(|(server, handles)| self.call(server, Request::Fsync { handles }))).await;
+        let results =
+            join_all(by_server.into_iter().map(|(server, handles)| self.call(server, Request::Fsync { handles })))
+                .await;
         results.into_iter().try_for_each(|r| r.map(|_| ()))
     }
 }

@@ -15,9 +15,7 @@
 //! datafiles.
 
 use futures::future::join_all;
-use weft_proto::message::{
-    AttrChanges, DirEntry, FileLayout, NewObject, ObjectKind, Reply, Request, TimeSet,
-};
+use weft_proto::message::{AttrChanges, DirEntry, FileLayout, NewObject, ObjectKind, Reply, Request, TimeSet};
 use weft_proto::{message, Distribution, ErrorCode, Handle, WeftResult};
 
 use crate::client::{Client, Stat};
@@ -68,7 +66,11 @@ impl Client {
         join_all(handles.iter().map(|h| self.call_at(*h, Request::RemoveObject { handle: *h }))).await;
     }
 
-    fn choose_distribution(&self, options: &CreateOptions, parent: &weft_proto::message::Attributes) -> WeftResult<Distribution> {
+    fn choose_distribution(
+        &self,
+        options: &CreateOptions,
+        parent: &weft_proto::message::Attributes,
+    ) -> WeftResult<Distribution> {
         let config_default = self.config().default_distribution();
         let dir_default = parent.default_distribution.unwrap_or(config_default);
         let data_servers = self.config().data_servers().len() as u32;
@@ -96,9 +98,8 @@ impl Client {
         let metadata_server = self.server_of(parent)?;
         let data_servers = self.config().data_servers();
         let start = self.place(&data_servers);
-        let chosen: Vec<u32> = (0..distribution.stripe_count as usize)
-            .map(|i| data_servers[(start + i) % data_servers.len()])
-            .collect();
+        let chosen: Vec<u32> =
+            (0..distribution.stripe_count as usize).map(|i| data_servers[(start + i) % data_servers.len()]).collect();
         // The metafile and the datafiles are independent objects: one phase.
         let (metafile, created) = futures::join!(
             self.create_object(metadata_server, mode, NewObject::Metafile),
@@ -246,8 +247,12 @@ impl Client {
     /// (aggregate; datafiles are reclaimed by the servers), or N+3 client-driven.
     pub async fn unlink_in(&self, parent: Handle, name: &str) -> WeftResult<()> {
         if !self.client_driven() {
-            let request =
-                Request::RemoveEntry { cred: self.cred(), parent, name: name.to_string(), expect_directory: Some(false) };
+            let request = Request::RemoveEntry {
+                cred: self.cred(),
+                parent,
+                name: name.to_string(),
+                expect_directory: Some(false),
+            };
             return self.call_at(parent, request).await.map(|_| ());
         }
         let request =
@@ -264,8 +269,12 @@ impl Client {
     pub async fn rmdir_in(&self, parent: Handle, name: &str) -> WeftResult<()> {
         message::validate_name(name)?;
         if !self.client_driven() {
-            let request =
-                Request::RemoveEntry { cred: self.cred(), parent, name: name.to_string(), expect_directory: Some(true) };
+            let request = Request::RemoveEntry {
+                cred: self.cred(),
+                parent,
+                name: name.to_string(),
+                expect_directory: Some(true),
+            };
             return self.call_at(parent, request).await.map(|_| ());
         }
         let (handle, kind) = self.lookup(parent, name).await?;
@@ -291,7 +300,12 @@ impl Client {
 
     /// One page with attributes: 1 readdir + one batched getattr per server
     /// + one batched size request per data server, whatever the page size.
-    pub async fn readdir_plus_page(&self, dir: Handle, cookie: u64, max_entries: u32) -> WeftResult<(Vec<EntryPlus>, bool)> {
+    pub async fn readdir_plus_page(
+        &self,
+        dir: Handle,
+        cookie: u64,
+        max_entries: u32,
+    ) -> WeftResult<(Vec<EntryPlus>, bool)> {
         let (entries, end) = self.readdir_page(dir, cookie, max_entries).await?;
         let handles: Vec<Handle> = entries.iter().map(|e| e.handle).collect();
         let attrs = self.getattr_batch(&handles).await?;
@@ -314,7 +328,10 @@ impl Client {
     }
 
     /// Attributes of many handles, one request per server.
-    pub async fn getattr_batch(&self, handles: &[Handle]) -> WeftResult<Vec<WeftResult<weft_proto::message::Attributes>>> {
+    pub async fn getattr_batch(
+        &self,
+        handles: &[Handle],
+    ) -> WeftResult<Vec<WeftResult<weft_proto::message::Attributes>>> {
         let mut by_server: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
         for (index, handle) in handles.iter().enumerate() {
             by_server.entry(self.server_of(*handle)?).or_default().push(index);
@@ -360,7 +377,13 @@ impl Client {
 
     /// Renames `old_parent/old_name` to `new_parent/new_name`, replacing a
     /// compatible destination. One request when both parents share a server.
-    pub async fn rename_in(&self, old_parent: Handle, old_name: &str, new_parent: Handle, new_name: &str) -> WeftResult<()> {
+    pub async fn rename_in(
+        &self,
+        old_parent: Handle,
+        old_name: &str,
+        new_parent: Handle,
+        new_name: &str,
+    ) -> WeftResult<()> {
         message::validate_name(old_name)?;
         message::validate_name(new_name)?;
         if !self.client_driven() {
@@ -378,7 +401,8 @@ impl Client {
             return Err(ErrorCode::Invalid);
         }
         if let Ok((existing, ObjectKind::Directory)) = self.lookup(new_parent, new_name).await {
-            if existing != source && kind == ObjectKind::Directory && self.getattr_raw(existing).await?.entry_count > 0 {
+            if existing != source && kind == ObjectKind::Directory && self.getattr_raw(existing).await?.entry_count > 0
+            {
                 return Err(ErrorCode::NotEmpty);
             }
         }
@@ -419,7 +443,12 @@ impl Client {
             kind,
         };
         let replaced = self.call_at(new_parent, replace).await?;
-        let remove = Request::RemoveDirent { cred: self.cred(), parent: old_parent, name: old_name.to_string(), expect_directory: None };
+        let remove = Request::RemoveDirent {
+            cred: self.cred(),
+            parent: old_parent,
+            name: old_name.to_string(),
+            expect_directory: None,
+        };
         self.call_at(old_parent, remove).await?;
         if kind == ObjectKind::Directory {
             let changes = AttrChanges { parent: Some(new_parent), ..AttrChanges::default() };

@@ -101,11 +101,17 @@ fn invalid<E>(_: E) -> ErrorCode {
 /// Maps stream positions to buffer offsets, moving forward.
 enum MemoryMap<'a> {
     Contiguous,
-    List { regions: &'a [Region], prefix: &'a [u64] },
+    List {
+        regions: &'a [Region],
+        prefix: &'a [u64],
+    },
     /// A vector of contiguous blocks (the common strided memory type),
     /// mapped by arithmetic instead of walking the dataloop.
     Strided(Strided),
-    Loop { cursor: Cursor<'a>, scratch: Vec<Region> },
+    Loop {
+        cursor: Cursor<'a>,
+        scratch: Vec<Region>,
+    },
 }
 
 /// Run `i` of a strided memory type starts at
@@ -163,12 +169,15 @@ impl<'a> MemoryPlan<'a> {
                 prefix.push(0u64);
                 for region in regions {
                     check_in_buffer(region.offset, region.length, buffer_len)?;
-                    let next = prefix.last().copied().unwrap_or(0).checked_add(region.length).ok_or(ErrorCode::Invalid)?;
+                    let next =
+                        prefix.last().copied().unwrap_or(0).checked_add(region.length).ok_or(ErrorCode::Invalid)?;
                     prefix.push(next);
                 }
                 *prefix.last().unwrap_or(&0)
             }
-            MemoryLayout::Datatype { memory_type, count } => count.checked_mul(memory_type.size()).ok_or(ErrorCode::Invalid)?,
+            MemoryLayout::Datatype { memory_type, count } => {
+                count.checked_mul(memory_type.size()).ok_or(ErrorCode::Invalid)?
+            }
         };
         Ok(MemoryPlan { layout, prefix, total, buffer_len })
     }
@@ -179,7 +188,10 @@ impl<'a> MemoryPlan<'a> {
             MemoryLayout::List(regions) => MemoryMap::List { regions, prefix: &self.prefix },
             MemoryLayout::Datatype { memory_type, count } => match Strided::of(memory_type) {
                 Some(strided) => MemoryMap::Strided(strided),
-                None => MemoryMap::Loop { cursor: Cursor::new(memory_type, count, 0).map_err(invalid)?, scratch: Vec::new() },
+                None => MemoryMap::Loop {
+                    cursor: Cursor::new(memory_type, count, 0).map_err(invalid)?,
+                    scratch: Vec::new(),
+                },
             },
         })
     }
@@ -294,7 +306,9 @@ struct FileWalk {
 impl FileWalk {
     fn new(access: FileAccess<'_>, total: u64) -> WeftResult<FileWalk> {
         let (dataloop, displacement, view_offset) = match access {
-            FileAccess::Datatype { file_type, displacement, view_offset } => (file_type.clone(), displacement, view_offset),
+            FileAccess::Datatype { file_type, displacement, view_offset } => {
+                (file_type.clone(), displacement, view_offset)
+            }
             FileAccess::List(regions) => (list_dataloop(regions)?, 0, 0),
         };
         let size = dataloop.size();
@@ -413,15 +427,39 @@ impl Scatter<'_> {
 
 impl Client {
     /// List I/O write (default chunking): `memory` pieces of `buf` to `file_regions`.
-    pub async fn write_list(&self, file: &File, buf: &[u8], memory: &[Region], file_regions: &[Region]) -> WeftResult<()> {
-        self.write_noncontig(file, IoMethod::LIST_DEFAULT, buf, MemoryLayout::List(memory), FileAccess::List(file_regions))
-            .await
+    pub async fn write_list(
+        &self,
+        file: &File,
+        buf: &[u8],
+        memory: &[Region],
+        file_regions: &[Region],
+    ) -> WeftResult<()> {
+        self.write_noncontig(
+            file,
+            IoMethod::LIST_DEFAULT,
+            buf,
+            MemoryLayout::List(memory),
+            FileAccess::List(file_regions),
+        )
+        .await
     }
 
     /// List I/O read (default chunking): `file_regions` into `memory` pieces of `buf`.
-    pub async fn read_list(&self, file: &File, buf: &mut [u8], memory: &[Region], file_regions: &[Region]) -> WeftResult<()> {
-        self.read_noncontig(file, IoMethod::LIST_DEFAULT, buf, MemoryLayout::List(memory), FileAccess::List(file_regions))
-            .await
+    pub async fn read_list(
+        &self,
+        file: &File,
+        buf: &mut [u8],
+        memory: &[Region],
+        file_regions: &[Region],
+    ) -> WeftResult<()> {
+        self.read_noncontig(
+            file,
+            IoMethod::LIST_DEFAULT,
+            buf,
+            MemoryLayout::List(memory),
+            FileAccess::List(file_regions),
+        )
+        .await
     }
 
     /// Datatype I/O write: `memory_count` instances of `memory_type` in `buf`
@@ -477,7 +515,8 @@ impl Client {
             }
             IoMethod::Posix => {
                 for (memory_offset, file_offset, length) in self.zip(&plan, access)? {
-                    self.write_at(file, file_offset, &buf[memory_offset as usize..(memory_offset + length) as usize]).await?;
+                    self.write_at(file, file_offset, &buf[memory_offset as usize..(memory_offset + length) as usize])
+                        .await?;
                 }
                 Ok(())
             }
@@ -544,7 +583,9 @@ impl Client {
                 let list = per_datafile.get_mut(piece.datafile_index as usize).ok_or(ErrorCode::Invalid)?;
                 let memory = memory_offset + (piece.file_offset - file_offset);
                 match list.last_mut() {
-                    Some(last) if last.0 + last.1 == piece.local_offset && last.2 + last.1 == memory => last.1 += piece.length,
+                    Some(last) if last.0 + last.1 == piece.local_offset && last.2 + last.1 == memory => {
+                        last.1 += piece.length
+                    }
                     _ => list.push((piece.local_offset, piece.length, memory)),
                 }
             }
@@ -552,63 +593,77 @@ impl Client {
         Ok(per_datafile)
     }
 
-    async fn write_lists(&self, file: &File, buf: &[u8], per_datafile: Vec<LocalPieces>, regions_per_request: u32) -> WeftResult<()> {
+    async fn write_lists(
+        &self,
+        file: &File,
+        buf: &[u8],
+        per_datafile: Vec<LocalPieces>,
+        regions_per_request: u32,
+    ) -> WeftResult<()> {
         let chunk = regions_per_request.clamp(1, limits::LIST_REGIONS_MAX) as usize;
-        let writes = per_datafile.into_iter().enumerate().filter(|(_, l)| !l.is_empty()).map(|(index, list)| async move {
-            let handle = file.layout.datafiles[index];
-            let server = self.server_of(handle)?;
-            for part in list.chunks(chunk) {
-                let mut packed = Vec::with_capacity(part.iter().map(|p| p.1 as usize).sum());
-                for &(_, length, memory) in part {
-                    packed.extend_from_slice(&buf[memory as usize..(memory + length) as usize]);
+        let writes =
+            per_datafile.into_iter().enumerate().filter(|(_, l)| !l.is_empty()).map(|(index, list)| async move {
+                let handle = file.layout.datafiles[index];
+                let server = self.server_of(handle)?;
+                for part in list.chunks(chunk) {
+                    let mut packed = Vec::with_capacity(part.iter().map(|p| p.1 as usize).sum());
+                    for &(_, length, memory) in part {
+                        packed.extend_from_slice(&buf[memory as usize..(memory + length) as usize]);
+                    }
+                    let regions = part.iter().map(|&(offset, length, _)| (offset, length)).collect();
+                    let request = Request::WriteList { handle, regions, total_length: packed.len() as u64 };
+                    expect_io(self.call_bulk(server, request, Bulk::Upload(&packed)).await?, packed.len() as u64)?;
                 }
-                let regions = part.iter().map(|&(offset, length, _)| (offset, length)).collect();
-                let request = Request::WriteList { handle, regions, total_length: packed.len() as u64 };
-                expect_io(self.call_bulk(server, request, Bulk::Upload(&packed)).await?, packed.len() as u64)?;
-            }
-            Ok::<(), ErrorCode>(())
-        });
+                Ok::<(), ErrorCode>(())
+            });
         join_all(writes).await.into_iter().collect()
     }
 
-    async fn read_lists(&self, file: &File, buf: &mut [u8], per_datafile: Vec<LocalPieces>, regions_per_request: u32) -> WeftResult<()> {
+    async fn read_lists(
+        &self,
+        file: &File,
+        buf: &mut [u8],
+        per_datafile: Vec<LocalPieces>,
+        regions_per_request: u32,
+    ) -> WeftResult<()> {
         let chunk = regions_per_request.clamp(1, limits::LIST_REGIONS_MAX) as usize;
         let buffer = Mutex::new(buf);
         let buffer = &buffer;
-        let reads = per_datafile.into_iter().enumerate().filter(|(_, l)| !l.is_empty()).map(|(index, list)| async move {
-            let handle = file.layout.datafiles[index];
-            let server = self.server_of(handle)?;
-            for part in list.chunks(chunk) {
-                let total: u64 = part.iter().map(|p| p.1).sum();
-                let (mut index, mut used, mut consumed) = (0usize, 0u64, 0u64);
-                let mut sink = |chunk_offset: u64, bytes: &[u8]| {
-                    if chunk_offset != consumed {
-                        return Err(ErrorCode::Protocol);
-                    }
-                    let mut buffer = buffer.lock().expect("scatter buffer lock");
-                    let mut at = 0usize;
-                    while at < bytes.len() {
-                        let &(_, length, memory) = part.get(index).ok_or(ErrorCode::Protocol)?;
-                        let take = ((length - used) as usize).min(bytes.len() - at);
-                        let to = (memory + used) as usize;
-                        buffer[to..to + take].copy_from_slice(&bytes[at..at + take]);
-                        at += take;
-                        used += take as u64;
-                        if used == length {
-                            index += 1;
-                            used = 0;
+        let reads =
+            per_datafile.into_iter().enumerate().filter(|(_, l)| !l.is_empty()).map(|(index, list)| async move {
+                let handle = file.layout.datafiles[index];
+                let server = self.server_of(handle)?;
+                for part in list.chunks(chunk) {
+                    let total: u64 = part.iter().map(|p| p.1).sum();
+                    let (mut index, mut used, mut consumed) = (0usize, 0u64, 0u64);
+                    let mut sink = |chunk_offset: u64, bytes: &[u8]| {
+                        if chunk_offset != consumed {
+                            return Err(ErrorCode::Protocol);
                         }
-                    }
-                    consumed += bytes.len() as u64;
-                    Ok(())
-                };
-                let regions = part.iter().map(|&(offset, length, _)| (offset, length)).collect();
-                let request = Request::ReadList { handle, regions, total_length: total };
-                expect_io(self.call_bulk(server, request, Bulk::Download(&mut sink)).await?, total)?;
-                self.shared.pool.count_download(server, "read_list", total);
-            }
-            Ok::<(), ErrorCode>(())
-        });
+                        let mut buffer = buffer.lock().expect("scatter buffer lock");
+                        let mut at = 0usize;
+                        while at < bytes.len() {
+                            let &(_, length, memory) = part.get(index).ok_or(ErrorCode::Protocol)?;
+                            let take = ((length - used) as usize).min(bytes.len() - at);
+                            let to = (memory + used) as usize;
+                            buffer[to..to + take].copy_from_slice(&bytes[at..at + take]);
+                            at += take;
+                            used += take as u64;
+                            if used == length {
+                                index += 1;
+                                used = 0;
+                            }
+                        }
+                        consumed += bytes.len() as u64;
+                        Ok(())
+                    };
+                    let regions = part.iter().map(|&(offset, length, _)| (offset, length)).collect();
+                    let request = Request::ReadList { handle, regions, total_length: total };
+                    expect_io(self.call_bulk(server, request, Bulk::Download(&mut sink)).await?, total)?;
+                    self.shared.pool.count_download(server, "read_list", total);
+                }
+                Ok::<(), ErrorCode>(())
+            });
         join_all(reads).await.into_iter().collect()
     }
 
@@ -621,9 +676,12 @@ impl Client {
             let mut packed = Vec::new();
             while stripe_batch(&mut stripe, &mut pieces) > 0 {
                 for piece in &pieces {
-                    memory.for_each(buf.len(), piece.stream_offset - walk.stream_start, piece.length, |offset, length| {
-                        packed.extend_from_slice(&buf[offset..offset + length])
-                    })?;
+                    memory.for_each(
+                        buf.len(),
+                        piece.stream_offset - walk.stream_start,
+                        piece.length,
+                        |offset, length| packed.extend_from_slice(&buf[offset..offset + length]),
+                    )?;
                 }
             }
             if !packed.is_empty() {
@@ -641,7 +699,13 @@ impl Client {
         join_all(writes).await.into_iter().collect()
     }
 
-    async fn read_datatype(&self, file: &File, buf: &mut [u8], plan: &MemoryPlan<'_>, walk: FileWalk) -> WeftResult<()> {
+    async fn read_datatype(
+        &self,
+        file: &File,
+        buf: &mut [u8],
+        plan: &MemoryPlan<'_>,
+        walk: FileWalk,
+    ) -> WeftResult<()> {
         let buffer_len = buf.len();
         let buffer = Mutex::new(buf);
         let buffer = &buffer;
@@ -708,7 +772,15 @@ impl BlockingClient {
         view_offset: u64,
         file_type: &Dataloop,
     ) -> WeftResult<()> {
-        self.block_on(self.client().write_dtype(file, buf, memory_type, memory_count, displacement, view_offset, file_type))
+        self.block_on(self.client().write_dtype(
+            file,
+            buf,
+            memory_type,
+            memory_count,
+            displacement,
+            view_offset,
+            file_type,
+        ))
     }
 
     /// See [`Client::read_dtype`].
@@ -723,16 +795,38 @@ impl BlockingClient {
         view_offset: u64,
         file_type: &Dataloop,
     ) -> WeftResult<()> {
-        self.block_on(self.client().read_dtype(file, buf, memory_type, memory_count, displacement, view_offset, file_type))
+        self.block_on(self.client().read_dtype(
+            file,
+            buf,
+            memory_type,
+            memory_count,
+            displacement,
+            view_offset,
+            file_type,
+        ))
     }
 
     /// See [`Client::write_noncontig`].
-    pub fn write_noncontig(&self, file: &File, method: IoMethod, buf: &[u8], memory: MemoryLayout<'_>, access: FileAccess<'_>) -> WeftResult<()> {
+    pub fn write_noncontig(
+        &self,
+        file: &File,
+        method: IoMethod,
+        buf: &[u8],
+        memory: MemoryLayout<'_>,
+        access: FileAccess<'_>,
+    ) -> WeftResult<()> {
         self.block_on(self.client().write_noncontig(file, method, buf, memory, access))
     }
 
     /// See [`Client::read_noncontig`].
-    pub fn read_noncontig(&self, file: &File, method: IoMethod, buf: &mut [u8], memory: MemoryLayout<'_>, access: FileAccess<'_>) -> WeftResult<()> {
+    pub fn read_noncontig(
+        &self,
+        file: &File,
+        method: IoMethod,
+        buf: &mut [u8],
+        memory: MemoryLayout<'_>,
+        access: FileAccess<'_>,
+    ) -> WeftResult<()> {
         self.block_on(self.client().read_noncontig(file, method, buf, memory, access))
     }
 

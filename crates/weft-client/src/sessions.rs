@@ -127,7 +127,13 @@ impl Client {
     /// Locks `(offset, length)` ranges of the session's file, waiting up to
     /// `wait` (at most `LOCK_WAIT_MS_MAX`; zero fails at once with
     /// `TimedOut` if the lock is not free). Returns the lock id.
-    pub async fn lock(&self, session: &Session, ranges: &[(u64, u64)], mode: LockMode, wait: Duration) -> WeftResult<u64> {
+    pub async fn lock(
+        &self,
+        session: &Session,
+        ranges: &[(u64, u64)],
+        mode: LockMode,
+        wait: Duration,
+    ) -> WeftResult<u64> {
         let wait_ms = u32::try_from(wait.as_millis()).unwrap_or(u32::MAX).min(LOCK_WAIT_MS_MAX);
         let request = Request::LockAcquire {
             session: session.id,

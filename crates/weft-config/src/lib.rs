@@ -268,8 +268,8 @@ impl Config {
 
     /// Parses and validates configuration text; `file` names it in errors.
     pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
-        let config: Config =
-            toml::from_str(text).map_err(|err| ConfigError::Parse { file: file.to_string(), message: err.to_string() })?;
+        let config: Config = toml::from_str(text)
+            .map_err(|err| ConfigError::Parse { file: file.to_string(), message: err.to_string() })?;
         let config = config.with_default_targets();
         config.validate().map_err(|(field, message)| ConfigError::Invalid {
             file: file.to_string(),
@@ -556,7 +556,11 @@ mod tests {
 
     #[test]
     fn capacity_limit_is_optional_per_server() {
-        let text = sample().replacen("storage = \"/tmp/w/server-1\"", "storage = \"/tmp/w/server-1\"\ncapacity_bytes = 1048576", 1);
+        let text = sample().replacen(
+            "storage = \"/tmp/w/server-1\"",
+            "storage = \"/tmp/w/server-1\"\ncapacity_bytes = 1048576",
+            1,
+        );
         let config = Config::parse(&text, "x.toml").unwrap();
         assert_eq!(config.server(1).unwrap().capacity_bytes, Some(1 << 20));
         assert_eq!(config.server(0).unwrap().capacity_bytes, None);

@@ -101,9 +101,7 @@ impl Kind {
             Kind::Contig { .. } => 1,
             Kind::Vector { count, .. } => *count,
             Kind::BlockIndexed { displacements_bytes, .. } => displacements_bytes.len() as u64,
-            Kind::Indexed { blocklengths, .. } | Kind::Struct { blocklengths, .. } => {
-                blocklengths.len() as u64
-            }
+            Kind::Indexed { blocklengths, .. } | Kind::Struct { blocklengths, .. } => blocklengths.len() as u64,
         }
     }
 
@@ -112,12 +110,8 @@ impl Kind {
         match self {
             Kind::Bytes { .. } => 0,
             Kind::Contig { count, .. } => *count,
-            Kind::Vector { blocklength, .. } | Kind::BlockIndexed { blocklength, .. } => {
-                *blocklength
-            }
-            Kind::Indexed { blocklengths, .. } | Kind::Struct { blocklengths, .. } => {
-                blocklengths[block as usize]
-            }
+            Kind::Vector { blocklength, .. } | Kind::BlockIndexed { blocklength, .. } => *blocklength,
+            Kind::Indexed { blocklengths, .. } | Kind::Struct { blocklengths, .. } => blocklengths[block as usize],
         }
     }
 
@@ -413,32 +407,18 @@ impl Dataloop {
     }
 
     /// `MPI_Type_vector`: the stride counts child extents.
-    pub fn vector(
-        count: u64,
-        blocklength: u64,
-        stride: i64,
-        child: &Dataloop,
-    ) -> Result<Dataloop, BuildError> {
+    pub fn vector(count: u64, blocklength: u64, stride: i64, child: &Dataloop) -> Result<Dataloop, BuildError> {
         let stride_bytes = mul_i64(stride, child.extent())?;
         Dataloop::hvector(count, blocklength, stride_bytes, child)
     }
 
     /// `MPI_Type_create_hvector`: the stride is in bytes.
-    pub fn hvector(
-        count: u64,
-        blocklength: u64,
-        stride_bytes: i64,
-        child: &Dataloop,
-    ) -> Result<Dataloop, BuildError> {
+    pub fn hvector(count: u64, blocklength: u64, stride_bytes: i64, child: &Dataloop) -> Result<Dataloop, BuildError> {
         build(&[child], |c| Kind::Vector { count, blocklength, stride_bytes, child: c[0] })
     }
 
     /// `MPI_Type_indexed`: displacements count child extents.
-    pub fn indexed(
-        blocklengths: &[u64],
-        displacements: &[i64],
-        child: &Dataloop,
-    ) -> Result<Dataloop, BuildError> {
+    pub fn indexed(blocklengths: &[u64], displacements: &[i64], child: &Dataloop) -> Result<Dataloop, BuildError> {
         let bytes = scale_all(displacements, child.extent())?;
         Dataloop::hindexed(blocklengths, &bytes, child)
     }
@@ -472,11 +452,7 @@ impl Dataloop {
     }
 
     /// `MPI_Type_create_indexed_block`: displacements count child extents.
-    pub fn indexed_block(
-        blocklength: u64,
-        displacements: &[i64],
-        child: &Dataloop,
-    ) -> Result<Dataloop, BuildError> {
+    pub fn indexed_block(blocklength: u64, displacements: &[i64], child: &Dataloop) -> Result<Dataloop, BuildError> {
         let bytes = scale_all(displacements, child.extent())?;
         Dataloop::hindexed_block(blocklength, &bytes, child)
     }
@@ -506,11 +482,13 @@ impl Dataloop {
             return Err(BuildError::LengthMismatch { node: 0 });
         }
         // Blocks without data (zero length or zero-size type) do not move MPI's bounds.
-        let kept: Vec<usize> = (0..blocklengths.len()).filter(|i| blocklengths[*i] > 0 && children[*i].size() > 0).collect();
+        let kept: Vec<usize> =
+            (0..blocklengths.len()).filter(|i| blocklengths[*i] > 0 && children[*i].size() > 0).collect();
         let blocklengths: Vec<u64> = kept.iter().map(|i| blocklengths[*i]).collect();
         let displacements_bytes: Vec<i64> = kept.iter().map(|i| displacements_bytes[*i]).collect();
         let children: Vec<&Dataloop> = kept.iter().map(|i| children[*i]).collect();
-        let (blocklengths, displacements_bytes, children) = (&blocklengths[..], &displacements_bytes[..], &children[..]);
+        let (blocklengths, displacements_bytes, children) =
+            (&blocklengths[..], &displacements_bytes[..], &children[..]);
         if let Some(first) = children.first() {
             if children.iter().all(|c| c == first) {
                 return Dataloop::hindexed(blocklengths, displacements_bytes, first);
@@ -566,17 +544,13 @@ fn counts_fit_i64(kind: &Kind) -> bool {
         Kind::Contig { count, .. } => fits(count),
         Kind::Vector { count, blocklength, .. } => fits(count) && fits(blocklength),
         Kind::BlockIndexed { blocklength, .. } => fits(blocklength),
-        Kind::Indexed { blocklengths, .. } | Kind::Struct { blocklengths, .. } => {
-            blocklengths.iter().all(fits)
-        }
+        Kind::Indexed { blocklengths, .. } | Kind::Struct { blocklengths, .. } => blocklengths.iter().all(fits),
     }
 }
 
 fn check_shape(index: u32, kind: &Kind) -> Result<(), BuildError> {
     let lengths_match = match kind {
-        Kind::Indexed { blocklengths, displacements_bytes, .. } => {
-            blocklengths.len() == displacements_bytes.len()
-        }
+        Kind::Indexed { blocklengths, displacements_bytes, .. } => blocklengths.len() == displacements_bytes.len(),
         Kind::Struct { blocklengths, displacements_bytes, children } => {
             blocklengths.len() == displacements_bytes.len() && children.len() == blocklengths.len()
         }
@@ -676,15 +650,7 @@ impl Accumulator<'_> {
         Ok(())
     }
 
-    fn track_contiguity(
-        &mut self,
-        c: &Node,
-        start: i128,
-        elements: u64,
-        groups: u64,
-        group_step: i128,
-        bytes: i128,
-    ) {
+    fn track_contiguity(&mut self, c: &Node, start: i128, elements: u64, groups: u64, group_step: i128, bytes: i128) {
         let size = c.derived.size as i128;
         let block_bytes = size * elements as i128;
         let dense_block = c.derived.contiguous && (elements == 1 || c.spec.extent as i128 == size);
@@ -714,14 +680,8 @@ pub(crate) fn derive(nodes: &[Node], index: u32, kind: &Kind) -> Result<(Derived
     match kind {
         Kind::Bytes { size } => {
             let size_i64 = i64::try_from(*size).map_err(|_| acc.overflow())?;
-            let derived = Derived {
-                size: *size,
-                true_lb: 0,
-                true_ub: size_i64,
-                contiguous: true,
-                depth: 1,
-                prefix_bytes,
-            };
+            let derived =
+                Derived { size: *size, true_lb: 0, true_ub: size_i64, contiguous: true, depth: 1, prefix_bytes };
             return Ok((derived, 0, size_i64));
         }
         Kind::Contig { count, child } => acc.add_run(*child, 0, *count, 1, 0)?,
@@ -886,11 +846,9 @@ fn fold_leaf(nodes: &mut Vec<Node>, kind: &Kind, size: u64) -> Result<Option<Kin
             _ => k.clone(),
         }),
         Kind::BlockIndexed { blocklength, .. } => (*blocklength, |k, leaf| match k {
-            Kind::BlockIndexed { displacements_bytes, .. } => Kind::BlockIndexed {
-                blocklength: 1,
-                displacements_bytes: displacements_bytes.clone(),
-                child: leaf,
-            },
+            Kind::BlockIndexed { displacements_bytes, .. } => {
+                Kind::BlockIndexed { blocklength: 1, displacements_bytes: displacements_bytes.clone(), child: leaf }
+            }
             _ => k.clone(),
         }),
         _ => return Ok(None),

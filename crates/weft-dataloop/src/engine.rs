@@ -170,8 +170,7 @@ impl<'a> Cursor<'a> {
         let mut bytes = 0u64;
         while bytes < bytes_max {
             let Some(raw) = self.next_raw() else { break };
-            let mergeable = out.len() > first
-                && out.last().and_then(Region::end) == Some(raw.file_offset);
+            let mergeable = out.len() > first && out.last().and_then(Region::end) == Some(raw.file_offset);
             if !mergeable && out.len() - first >= regions_max {
                 self.unread(raw, 0);
                 break;
@@ -252,9 +251,8 @@ impl<'a> Cursor<'a> {
                 top.element = 0;
                 continue;
             }
-            let origin = frame.base
-                + kind.block_displacement(frame.block)
-                + frame.element as i128 * child.extent() as i128;
+            let origin =
+                frame.base + kind.block_displacement(frame.block) + frame.element as i128 * child.extent() as i128;
             if child.is_contiguous() {
                 let run = if child.extent() as u64 == child.size() { length - frame.element } else { 1 };
                 self.stack.last_mut()?.element += run;
@@ -277,8 +275,7 @@ impl<'a> Cursor<'a> {
             let length = kind.block_length(block);
             let child_index = kind.block_child(block);
             let child = self.dataloop.node(child_index);
-            let origin =
-                base + kind.block_displacement(block) + element as i128 * child.extent() as i128;
+            let origin = base + kind.block_displacement(block) + element as i128 * child.extent() as i128;
             if child.is_contiguous() {
                 let run = if child.extent() as u64 == child.size() { length - element } else { 1 };
                 let file_offset = (origin + child.true_lb() as i128) as u64 + intra;
@@ -418,10 +415,8 @@ fn check_file_range(dataloop: &Dataloop, count: u64, displacement: i64) -> Resul
     let last = (count as i128 - 1).checked_mul(dataloop.extent() as i128).ok_or(out)?;
     let origin = displacement as i128 + dataloop.true_lb() as i128;
     let low = origin.checked_add(last.min(0)).ok_or(out)?;
-    let high = origin
-        .checked_add(last.max(0))
-        .and_then(|v| v.checked_add(dataloop.true_extent() as i128))
-        .ok_or(out)?;
+    let high =
+        origin.checked_add(last.max(0)).and_then(|v| v.checked_add(dataloop.true_extent() as i128)).ok_or(out)?;
     if low < 0 || high > u64::MAX as i128 {
         return Err(out);
     }

@@ -32,4 +32,4 @@ pub use dataloop::{BuildError, Dataloop, Kind, Node, NodeSpec};
 pub use engine::{BatchLimits, Cursor, EngineError};
 pub use mpi_types::{Distribution, DistributionArg, MpiTypeError, Order};
 pub use regions::{Region, RegionError, RegionList, ZipPiece};
-pub use stripe::{StripeCursor, StripeFilter, StripeError, StripePiece};
+pub use stripe::{StripeCursor, StripeError, StripeFilter, StripePiece};

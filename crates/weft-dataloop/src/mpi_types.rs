@@ -213,9 +213,7 @@ fn cyclic(darg: u64, gsize: u64, coordinate: u64, psize: u64, old: &Dataloop) ->
     let full_type = Dataloop::hvector(full, darg, stride, old)?;
     let partial_type = Dataloop::contiguous(last_length, old)?;
     let t = match (full > 0, partial) {
-        (true, true) => {
-            Dataloop::create_struct(&[1, 1], &[first_at, last_at], &[&full_type, &partial_type])?
-        }
+        (true, true) => Dataloop::create_struct(&[1, 1], &[first_at, last_at], &[&full_type, &partial_type])?,
         (true, false) => displaced(full_type, first_at)?,
         (false, true) => displaced(partial_type, last_at)?,
         (false, false) => Dataloop::contiguous(0, old)?,

@@ -219,14 +219,11 @@ impl<'a> ZipIter<'a> {
     }
 
     fn skip_exhausted(&mut self) {
-        while self.memory_index < self.memory.len()
-            && self.memory_used == self.memory[self.memory_index].length
-        {
+        while self.memory_index < self.memory.len() && self.memory_used == self.memory[self.memory_index].length {
             self.memory_index += 1;
             self.memory_used = 0;
         }
-        while self.file_index < self.file.len() && self.file_used == self.file[self.file_index].length
-        {
+        while self.file_index < self.file.len() && self.file_used == self.file[self.file_index].length {
             self.file_index += 1;
             self.file_used = 0;
         }
@@ -293,8 +290,7 @@ mod tests {
         let memory = [Region::new(100, 3), Region::new(200, 5)];
         let file = [Region::new(0, 4), Region::new(10, 4)];
         let pieces = zip_lists(&memory, &file).unwrap();
-        let triples: Vec<_> =
-            pieces.iter().map(|p| (p.memory_offset, p.file_offset, p.length)).collect();
+        let triples: Vec<_> = pieces.iter().map(|p| (p.memory_offset, p.file_offset, p.length)).collect();
         assert_eq!(triples, vec![(100, 0, 3), (200, 3, 1), (201, 10, 4)]);
         assert!(zip_lists(&memory, &file[..1]).is_err());
     }

@@ -11,10 +11,7 @@ fn contig_and_leaf_children_fold_into_the_parent() {
     assert_eq!(three.nodes().len(), 1, "contig of a leaf is a leaf");
     let vector = Dataloop::vector(10, 2, 5, &three).unwrap();
     assert_eq!(vector.nodes().len(), 2);
-    assert_eq!(
-        vector.root().kind(),
-        &Kind::Vector { count: 10, blocklength: 1, stride_bytes: 120, child: 0 }
-    );
+    assert_eq!(vector.root().kind(), &Kind::Vector { count: 10, blocklength: 1, stride_bytes: 120, child: 0 });
     assert_eq!(vector.nodes()[0].kind(), &Kind::Bytes { size: 48 });
     assert_eq!((vector.size(), vector.extent()), (480, 9 * 120 + 48));
     // A resized leaf keeps its own extent, so nothing folds.

@@ -4,7 +4,7 @@
 //! vector of an indexed type with a million zero-length blocks and one
 //! byte of data would otherwise cost a million steps per byte.
 
-use weft_dataloop::{BuildError, Cursor, DecodeError, Dataloop, Kind, NodeSpec, Region};
+use weft_dataloop::{BuildError, Cursor, Dataloop, DecodeError, Kind, NodeSpec, Region};
 
 #[test]
 fn builders_drop_empty_blocks_without_changing_the_data() {

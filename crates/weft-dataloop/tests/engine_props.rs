@@ -117,8 +117,7 @@ fn extent_edge_case_from_the_thesis() {
     let filetype = Dataloop::vector(2, 2, 3, &int).unwrap();
     assert_eq!(filetype.extent(), 20);
     let mut cursor = Cursor::new(&filetype, 2, 0).unwrap();
-    let ints: Vec<(u64, u64)> =
-        cursor.collect_all().iter().map(|r| (r.offset / 4, r.length / 4)).collect();
+    let ints: Vec<(u64, u64)> = cursor.collect_all().iter().map(|r| (r.offset / 4, r.length / 4)).collect();
     assert_eq!(ints, vec![(0, 2), (3, 4), (8, 2)]);
 }
 
@@ -128,10 +127,6 @@ fn negative_file_offsets_are_refused() {
     let backwards = Dataloop::hvector(3, 1, -8, &leaf).unwrap();
     assert!(Cursor::new(&backwards, 1, 0).is_err());
     let cursor = Cursor::new(&backwards, 1, 16).unwrap();
-    assert_eq!(cursor.clone().collect_all(), vec![
-        Region::new(16, 4),
-        Region::new(8, 4),
-        Region::new(0, 4)
-    ]);
+    assert_eq!(cursor.clone().collect_all(), vec![Region::new(16, 4), Region::new(8, 4), Region::new(0, 4)]);
     assert!(Cursor::new(&leaf, u64::MAX, 0).is_err());
 }

@@ -118,8 +118,8 @@ fn flash_checkpoint_memory_layout() {
     // File: variable-major, then every process' 80 blocks of 4096 bytes.
     let (processes, me) = (4i64, 1i64);
     let per_process = 80 * 4096;
-    let file = Dataloop::hvector(24, 1, processes * per_process, &Dataloop::bytes(per_process as u64).unwrap())
-        .unwrap();
+    let file =
+        Dataloop::hvector(24, 1, processes * per_process, &Dataloop::bytes(per_process as u64).unwrap()).unwrap();
     let file_regions = Cursor::new(&file, 1, me * per_process).unwrap().collect_all();
     assert_eq!(file_regions.len(), 24);
     let memory_regions = Cursor::new(&memory, 1, 0).unwrap().collect_all();

@@ -66,9 +66,7 @@ fn darray_block_block_2x2() {
 
 #[test]
 fn darray_cyclic_cyclic_2x2() {
-    let t = |rank| {
-        darray(4, rank, 2, &[4, 4], &[Cyclic, Cyclic], &[Dflt, Dflt], &[2, 2], Order::C, &byte()).unwrap()
-    };
+    let t = |rank| darray(4, rank, 2, &[4, 4], &[Cyclic, Cyclic], &[Dflt, Dflt], &[2, 2], Order::C, &byte()).unwrap();
     assert_eq!(regions(&t(0)), vec![(0, 1), (2, 1), (8, 1), (10, 1)]);
     assert_eq!(regions(&t(3)), vec![(5, 1), (7, 1), (13, 1), (15, 1)]);
     assert_eq!(t(3).extent(), 16);
@@ -92,8 +90,8 @@ fn darray_1d_cases() {
 
 #[test]
 fn darray_none_and_3d() {
-    let none = darray(2, 1, 2, &[4, 6], &[Block, Distribution::None], &[Dflt, Dflt], &[2, 1], Order::C, &byte())
-        .unwrap();
+    let none =
+        darray(2, 1, 2, &[4, 6], &[Block, Distribution::None], &[Dflt, Dflt], &[2, 1], Order::C, &byte()).unwrap();
     assert_eq!(regions(&none), vec![(12, 12)]);
     // 4x4x4 on a 2x2x2 grid: rank 5 has coordinates (1, 0, 1).
     let cube = darray(8, 5, 3, &[4, 4, 4], &[Block; 3], &[Dflt; 3], &[2, 2, 2], Order::C, &byte()).unwrap();
@@ -118,7 +116,10 @@ fn naive_darray(gsizes: &[u64], dargs: &[u64], psizes: &[u64], rank: u64, order:
         // Decompose the storage offset into indices.
         let mut idx = vec![0; n];
         let mut r = linear;
-        let dims: Vec<usize> = match order { Order::C => (0..n).rev().collect(), Order::Fortran => (0..n).collect() };
+        let dims: Vec<usize> = match order {
+            Order::C => (0..n).rev().collect(),
+            Order::Fortran => (0..n).collect(),
+        };
         for &d in &dims {
             idx[d] = r % gsizes[d];
             r /= gsizes[d];

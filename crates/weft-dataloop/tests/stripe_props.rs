@@ -179,11 +179,7 @@ fn far_first_owned_strip_is_reached_arithmetically() {
     stripes.next_batch(BatchLimits::regions(3), &mut out);
     let file_offset: u64 = 15 << 40;
     let expected: Vec<StripePiece> = (0..3)
-        .map(|k| StripePiece {
-            stream_offset: (file_offset + 16 * k) / 2,
-            datafile_offset: 16 * k,
-            length: 8,
-        })
+        .map(|k| StripePiece { stream_offset: (file_offset + 16 * k) / 2, datafile_offset: 16 * k, length: 8 })
         .collect();
     assert_eq!(out, expected);
 }

@@ -92,7 +92,8 @@ pub fn daemonize_then_mount(
 /// Unmounts `mountpoint`. With `lazy`, detaches it even while files are
 /// open (`MNT_DETACH`). As non-root, falls back to `fusermount3 -u`.
 pub fn umount(mountpoint: &Path, lazy: bool) -> Result<(), String> {
-    let path = std::ffi::CString::new(mountpoint.as_os_str().as_bytes()).map_err(|_| "mount point contains NUL".to_string())?;
+    let path = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())
+        .map_err(|_| "mount point contains NUL".to_string())?;
     let flags = if lazy { libc::MNT_DETACH } else { 0 };
     // SAFETY: `path` is a valid NUL-terminated string.
     if unsafe { libc::umount2(path.as_ptr(), flags) } == 0 {
@@ -110,8 +111,14 @@ pub fn umount(mountpoint: &Path, lazy: bool) -> Result<(), String> {
 /// Whether `path` is a mount point, from `/proc/self/mountinfo` (a mount
 /// whose daemon died cannot even be stat'ed: ENOTCONN).
 pub fn is_mounted(path: &Path) -> bool {
-    let absolute = if path.is_absolute() { path.to_path_buf() } else { std::env::current_dir().unwrap_or_default().join(path) };
-    let wanted = absolute.to_string_lossy().replace('\\', "\\134").replace(' ', "\\040").replace('\t', "\\011").replace('\n', "\\012");
+    let absolute =
+        if path.is_absolute() { path.to_path_buf() } else { std::env::current_dir().unwrap_or_default().join(path) };
+    let wanted = absolute
+        .to_string_lossy()
+        .replace('\\', "\\134")
+        .replace(' ', "\\040")
+        .replace('\t', "\\011")
+        .replace('\n', "\\012");
     let Ok(table) = std::fs::read_to_string("/proc/self/mountinfo") else { return false };
     table.lines().any(|line| line.split(' ').nth(4) == Some(wanted.as_str()))
 }
@@ -174,7 +181,8 @@ impl Watchdog {
     fn spawn(mountpoint: &Path) -> Result<Watchdog, String> {
         use std::os::fd::AsRawFd;
         let target = mountpoint.canonicalize().map_err(|e| format!("{}: {e}", mountpoint.display()))?;
-        let path = std::ffi::CString::new(target.as_os_str().as_bytes()).map_err(|_| "mount point contains NUL".to_string())?;
+        let path = std::ffi::CString::new(target.as_os_str().as_bytes())
+            .map_err(|_| "mount point contains NUL".to_string())?;
         let (reader, writer) = pipe()?;
         let keep = reader.as_raw_fd();
         // SAFETY: fork; the child below only calls async-signal-safe functions
@@ -259,7 +267,12 @@ fn fuse_config(options: &MountOptions, config: &Config) -> fuser::Config {
 }
 
 /// Mounts, calls `ready` with the outcome, and serves until unmounted.
-fn serve(config: Config, mountpoint: &Path, options: MountOptions, ready: impl FnOnce(Result<(), String>)) -> Result<(), String> {
+fn serve(
+    config: Config,
+    mountpoint: &Path,
+    options: MountOptions,
+    ready: impl FnOnce(Result<(), String>),
+) -> Result<(), String> {
     let watchdog = Watchdog::spawn(mountpoint)?;
     let result = mount(config, mountpoint, options);
     match result {
@@ -279,7 +292,11 @@ fn serve(config: Config, mountpoint: &Path, options: MountOptions, ready: impl F
 }
 
 /// Builds the runtime and client, mounts, and arms the signal handlers.
-fn mount(config: Config, mountpoint: &Path, options: MountOptions) -> Result<(Session<WeftFs>, tokio::runtime::Runtime), String> {
+fn mount(
+    config: Config,
+    mountpoint: &Path,
+    options: MountOptions,
+) -> Result<(Session<WeftFs>, tokio::runtime::Runtime), String> {
     if !mountpoint.is_dir() {
         return Err(format!("{}: not a directory", mountpoint.display()));
     }
@@ -301,7 +318,8 @@ fn mount(config: Config, mountpoint: &Path, options: MountOptions) -> Result<(Se
         (terminate, interrupt)
     };
     let filesystem = WeftFs::new(client, options, runtime.handle().clone());
-    let mut session = Session::new(filesystem, mountpoint, &fuse).map_err(|e| format!("mount {}: {e}", mountpoint.display()))?;
+    let mut session =
+        Session::new(filesystem, mountpoint, &fuse).map_err(|e| format!("mount {}: {e}", mountpoint.display()))?;
     let mut unmounter = session.unmount_callable();
     let target = mountpoint.canonicalize().map_err(|e| format!("{}: {e}", mountpoint.display()))?;
     runtime.spawn(async move {

@@ -215,8 +215,19 @@ impl Inner {
         Ok((fh, self.open_flags(append)))
     }
 
-    async fn create(&self, client: &Client, parent: Handle, name: WeftResult<String>, mode: u32, flags: i32) -> WeftResult<(Stat, u64, FopenFlags)> {
-        let options = CreateOptions { mode: Some(mode & 0o7777), exclusive: flags & libc::O_EXCL != 0, ..CreateOptions::default() };
+    async fn create(
+        &self,
+        client: &Client,
+        parent: Handle,
+        name: WeftResult<String>,
+        mode: u32,
+        flags: i32,
+    ) -> WeftResult<(Stat, u64, FopenFlags)> {
+        let options = CreateOptions {
+            mode: Some(mode & 0o7777),
+            exclusive: flags & libc::O_EXCL != 0,
+            ..CreateOptions::default()
+        };
         let file = client.create_in(parent, &name?, options).await?;
         let stat = client.stat_handle(file.handle).await?;
         let append = flags & libc::O_APPEND != 0;
@@ -263,7 +274,13 @@ impl Inner {
         })
     }
 
-    async fn rename(&self, client: &Client, from: (Handle, WeftResult<String>), to: (Handle, WeftResult<String>), flags: RenameFlags) -> WeftResult<()> {
+    async fn rename(
+        &self,
+        client: &Client,
+        from: (Handle, WeftResult<String>),
+        to: (Handle, WeftResult<String>),
+        flags: RenameFlags,
+    ) -> WeftResult<()> {
         let (old_parent, old_name) = (from.0, from.1?);
         let (new_parent, new_name) = (to.0, to.1?);
         if flags.contains(RenameFlags::RENAME_NOREPLACE) {
@@ -481,7 +498,16 @@ impl Filesystem for WeftFs {
         });
     }
 
-    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, _rdev: u32, reply: ReplyEntry) {
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
         if mode & libc::S_IFMT != libc::S_IFREG {
             return reply.error(errno::MKNOD_SPECIAL);
         }
@@ -676,7 +702,16 @@ impl Filesystem for WeftFs {
         });
     }
 
-    fn setxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _value: &[u8], _flags: i32, _position: u32, reply: ReplyEmpty) {
+    fn setxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
         reply.error(errno::XATTR);
     }
 
@@ -697,7 +732,16 @@ impl Filesystem for WeftFs {
         self.spawn(|fs| async move { reply_empty(reply, fs.access(&client, handle_of(ino), mask).await) });
     }
 
-    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, flags: i32, reply: ReplyCreate) {
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
         let (client, name) = (self.user(req), name_of(name));
         self.spawn(|fs| async move {
             match fs.create(&client, handle_of(parent), name, mode, flags).await {
@@ -741,7 +785,16 @@ impl Filesystem for WeftFs {
         reply.error(errno::LOCK);
     }
 
-    fn fallocate(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
         self.spawn(|fs| async move {
             match fs.fallocate(fh.0, offset, length, mode).await {
                 Ok(()) => reply.ok(),

@@ -297,7 +297,12 @@ fn errno_of(uid: Option<u32>, statement: &str) -> String {
     let mut command = match uid {
         Some(uid) => {
             let mut c = Command::new("setpriv");
-            c.args([format!("--reuid={uid}"), format!("--regid={uid}"), "--clear-groups".to_string(), "/usr/bin/python3".to_string()]);
+            c.args([
+                format!("--reuid={uid}"),
+                format!("--regid={uid}"),
+                "--clear-groups".to_string(),
+                "/usr/bin/python3".to_string(),
+            ]);
             c
         }
         None => Command::new("/usr/bin/python3"),

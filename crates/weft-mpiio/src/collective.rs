@@ -237,7 +237,8 @@ pub unsafe fn begin(
         for (offset, length) in &memory {
             // SAFETY: the region lies in the caller's buffer (see above);
             // wrapping_offset because MPI_BOTTOM buffers are address 0.
-            let source = unsafe { std::slice::from_raw_parts(buffer.wrapping_offset(*offset as isize), *length as usize) };
+            let source =
+                unsafe { std::slice::from_raw_parts(buffer.wrapping_offset(*offset as isize), *length as usize) };
             stream.extend_from_slice(source);
         }
         if stream.len() != stream_len {
@@ -379,7 +380,9 @@ fn window_regions(pairs: &[i64], lo: u64, hi: u64) -> MpiResult<Vec<Region>> {
         .map(|pair| {
             let (offset, length) = (u64::try_from(pair[0]).ok(), u64::try_from(pair[1]).ok());
             match (offset, length) {
-                (Some(offset), Some(length)) if offset >= lo && length > 0 && offset.checked_add(length).is_some_and(|e| e <= hi) => {
+                (Some(offset), Some(length))
+                    if offset >= lo && length > 0 && offset.checked_add(length).is_some_and(|e| e <= hi) =>
+                {
                     Ok(Region::new(offset, length))
                 }
                 _ => Err(MpiClass::Intern),
@@ -430,7 +433,13 @@ pub fn write_window(file_id: u64, lo: u64, hi: u64, pairs: &[i64], data: &[u8]) 
         return Ok(());
     }
     let memory: Vec<Region> = covered.iter().map(|r| Region::new(r.offset - base, r.length)).collect();
-    client.write_noncontig(&open.file, IoMethod::LIST_DEFAULT, &buffer, MemoryLayout::List(&memory), FileAccess::List(&covered))?;
+    client.write_noncontig(
+        &open.file,
+        IoMethod::LIST_DEFAULT,
+        &buffer,
+        MemoryLayout::List(&memory),
+        FileAccess::List(&covered),
+    )?;
     Ok(())
 }
 
@@ -452,7 +461,13 @@ pub fn read_window(file_id: u64, lo: u64, hi: u64, pairs: &[i64], out: &mut [u8]
         buffer[got..].fill(0);
     } else {
         let memory: Vec<Region> = covered.iter().map(|r| Region::new(r.offset - base, r.length)).collect();
-        client.read_noncontig(&open.file, IoMethod::LIST_DEFAULT, &mut buffer, MemoryLayout::List(&memory), FileAccess::List(&covered))?;
+        client.read_noncontig(
+            &open.file,
+            IoMethod::LIST_DEFAULT,
+            &mut buffer,
+            MemoryLayout::List(&memory),
+            FileAccess::List(&covered),
+        )?;
     }
     let mut at = 0usize;
     for region in &regions {
@@ -564,10 +579,12 @@ pub unsafe extern "C" fn weft_mpiio_coll_begin(
 ) -> c_int {
     guarded(|| {
         let memory_type = types::get(memory_type_id)?;
-        let (lo, hi) = (u64::try_from(lo).map_err(|_| MpiClass::Intern)?, u64::try_from(hi).map_err(|_| MpiClass::Intern)?);
+        let (lo, hi) =
+            (u64::try_from(lo).map_err(|_| MpiClass::Intern)?, u64::try_from(hi).map_err(|_| MpiClass::Intern)?);
         // SAFETY: per this function's contract.
-        let new_plan =
-            unsafe { begin(id, write != 0, position(explicit, offset), buffer.cast(), count_arg(count)?, &memory_type, lo, hi)? };
+        let new_plan = unsafe {
+            begin(id, write != 0, position(explicit, offset), buffer.cast(), count_arg(count)?, &memory_type, lo, hi)?
+        };
         // SAFETY: per this function's contract.
         unsafe { store(plan, new_plan) }
     })
@@ -644,7 +661,8 @@ pub unsafe extern "C" fn weft_mpiio_coll_write_window(
     guarded(|| {
         // SAFETY: per this function's contract.
         let (pairs, data) = unsafe { (slice_arg(pairs, 2 * regions)?, slice_arg(data, len)?) };
-        let (lo, hi) = (u64::try_from(lo).map_err(|_| MpiClass::Intern)?, u64::try_from(hi).map_err(|_| MpiClass::Intern)?);
+        let (lo, hi) =
+            (u64::try_from(lo).map_err(|_| MpiClass::Intern)?, u64::try_from(hi).map_err(|_| MpiClass::Intern)?);
         write_window(id, lo, hi, pairs, data)
     })
 }
@@ -675,7 +693,8 @@ pub unsafe extern "C" fn weft_mpiio_coll_read_window(
             // SAFETY: per this function's contract.
             unsafe { std::slice::from_raw_parts_mut(data, len) }
         };
-        let (lo, hi) = (u64::try_from(lo).map_err(|_| MpiClass::Intern)?, u64::try_from(hi).map_err(|_| MpiClass::Intern)?);
+        let (lo, hi) =
+            (u64::try_from(lo).map_err(|_| MpiClass::Intern)?, u64::try_from(hi).map_err(|_| MpiClass::Intern)?);
         read_window(id, lo, hi, pairs, out)
     })
 }
@@ -715,7 +734,8 @@ mod tests {
 
     #[test]
     fn union_merges_overlaps_and_neighbours() {
-        let regions = [Region::new(10, 5), Region::new(0, 4), Region::new(4, 2), Region::new(12, 10), Region::new(30, 1)];
+        let regions =
+            [Region::new(10, 5), Region::new(0, 4), Region::new(4, 2), Region::new(12, 10), Region::new(30, 1)];
         assert_eq!(union(&regions), vec![Region::new(0, 6), Region::new(10, 12), Region::new(30, 1)]);
         assert!(union(&[]).is_empty());
     }

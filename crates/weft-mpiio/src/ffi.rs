@@ -42,7 +42,11 @@ pub(crate) unsafe fn store<T>(ptr: *mut T, value: T) -> MpiResult<()> {
 }
 
 fn positive<T: TryFrom<i64>>(value: i64) -> Option<T> {
-    if value > 0 { T::try_from(value).ok() } else { None }
+    if value > 0 {
+        T::try_from(value).ok()
+    } else {
+        None
+    }
 }
 
 /// Creates or opens `path` (opening rank); writes the blob to broadcast.
@@ -78,7 +82,13 @@ pub unsafe extern "C" fn weft_mpiio_lookup(
 /// # Safety
 /// `path` is a C string, `blob` has `blob_len` readable bytes, `id` is writable.
 #[no_mangle]
-pub unsafe extern "C" fn weft_mpiio_attach(path: *const c_char, blob: *const u8, blob_len: usize, amode: u32, id: *mut u64) -> c_int {
+pub unsafe extern "C" fn weft_mpiio_attach(
+    path: *const c_char,
+    blob: *const u8,
+    blob_len: usize,
+    amode: u32,
+    id: *mut u64,
+) -> c_int {
     guarded(|| {
         // SAFETY: per this function's contract.
         let path = unsafe { path_arg(path)? };
@@ -232,7 +242,13 @@ pub unsafe extern "C" fn weft_mpiio_byte_offset(id: u64, offset: i64, displaceme
 /// # Safety
 /// `pairs` has `2 * pairs_cap` writable words; `pairs_len` is writable.
 #[no_mangle]
-pub unsafe extern "C" fn weft_mpiio_flatten(type_id: u64, count: i64, pairs: *mut i64, pairs_cap: usize, pairs_len: *mut usize) -> c_int {
+pub unsafe extern "C" fn weft_mpiio_flatten(
+    type_id: u64,
+    count: i64,
+    pairs: *mut i64,
+    pairs_cap: usize,
+    pairs_len: *mut usize,
+) -> c_int {
     guarded(|| {
         let dataloop = types::get(type_id)?;
         let count = u64::try_from(count).map_err(|_| MpiClass::Count)?;

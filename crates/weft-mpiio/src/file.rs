@@ -150,10 +150,15 @@ pub fn lookup(path: &str, bits: u32, strip_bytes: Option<u64>, stripe_count: Opt
 /// Registers an opened file on this rank from the broadcast blob.
 pub fn attach(path: &str, blob: &[u8], bits: u32) -> MpiResult<u64> {
     let blob: OpenBlob = postcard::from_bytes(blob).map_err(|_| MpiClass::Intern)?;
-    let view = View { displacement: 0, etype_bytes: 1, file_type: Arc::new(Dataloop::bytes(1).map_err(|_| MpiClass::Intern)?) };
+    let view = View {
+        displacement: 0,
+        etype_bytes: 1,
+        file_type: Arc::new(Dataloop::bytes(1).map_err(|_| MpiClass::Intern)?),
+    };
     let position_etypes = i64::try_from(blob.size_bytes).map_err(|_| MpiClass::Io)?;
     let file = File { handle: blob.handle, layout: blob.layout };
-    let open = OpenFile { file, path: path.to_string(), amode: bits, view, position_etypes, io_method: IoMethod::Datatype };
+    let open =
+        OpenFile { file, path: path.to_string(), amode: bits, view, position_etypes, io_method: IoMethod::Datatype };
     with_files(|next_id, files| {
         let id = *next_id;
         *next_id += 1;
@@ -199,7 +204,8 @@ pub fn sync(id: u64) -> MpiResult<()> {
 
 /// Sets the view and resets the individual file pointer.
 pub fn set_view(id: u64, displacement: i64, etype_bytes: u64, file_type: Arc<Dataloop>) -> MpiResult<()> {
-    if displacement < 0 || etype_bytes == 0 || !whole_multiple(file_type.size(), etype_bytes) || file_type.extent() <= 0 {
+    if displacement < 0 || etype_bytes == 0 || !whole_multiple(file_type.size(), etype_bytes) || file_type.extent() <= 0
+    {
         return Err(MpiClass::Arg);
     }
     update(id, |open| {
@@ -381,7 +387,14 @@ pub(crate) struct Prepared {
 ///
 /// # Safety
 /// As [`transfer`]; the memory must stay valid until the access has run.
-pub(crate) unsafe fn prepare(id: u64, write: bool, at: Position, buffer: *mut u8, count: u64, memory_type: &Dataloop) -> MpiResult<Prepared> {
+pub(crate) unsafe fn prepare(
+    id: u64,
+    write: bool,
+    at: Position,
+    buffer: *mut u8,
+    count: u64,
+    memory_type: &Dataloop,
+) -> MpiResult<Prepared> {
     let open = snapshot(id)?;
     if write && open.amode & amode::RDONLY != 0 {
         return Err(MpiClass::ReadOnly);
@@ -399,7 +412,8 @@ pub(crate) unsafe fn prepare(id: u64, write: bool, at: Position, buffer: *mut u8
     if !whole_multiple(total, open.view.etype_bytes) {
         return Err(MpiClass::Type);
     }
-    let base = if total == 0 { buffer as usize } else { (buffer as usize).wrapping_add_signed(plan.start_offset as isize) };
+    let base =
+        if total == 0 { buffer as usize } else { (buffer as usize).wrapping_add_signed(plan.start_offset as isize) };
     Ok(Prepared {
         etype_bytes: open.view.etype_bytes,
         file: open.file,
@@ -434,7 +448,14 @@ fn spawn_bytes_min() -> u64 {
 /// # Safety
 /// `buffer` plus the memory type's span for `count` instances is valid
 /// user memory, writable for reads, as MPI requires of its caller.
-pub unsafe fn transfer(id: u64, write: bool, at: Position, buffer: *mut u8, count: u64, memory_type: &Dataloop) -> MpiResult<u64> {
+pub unsafe fn transfer(
+    id: u64,
+    write: bool,
+    at: Position,
+    buffer: *mut u8,
+    count: u64,
+    memory_type: &Dataloop,
+) -> MpiResult<u64> {
     // SAFETY: per this function's contract.
     let prepared = unsafe { prepare(id, write, at, buffer, count, memory_type)? };
     let etype_bytes = prepared.etype_bytes;
@@ -490,7 +511,11 @@ pub(crate) async unsafe fn run(client: &Client, prepared: &Prepared) -> MpiResul
         return Ok(0);
     }
     let view = &p.view;
-    let access = FileAccess::Datatype { file_type: &view.file_type, displacement: view.displacement, view_offset: p.view_offset };
+    let access = FileAccess::Datatype {
+        file_type: &view.file_type,
+        displacement: view.displacement,
+        view_offset: p.view_offset,
+    };
     let memory = match &p.shaped {
         None => MemoryLayout::Contiguous,
         Some((memory_type, count)) => MemoryLayout::Datatype { memory_type, count: *count },
@@ -506,7 +531,12 @@ pub(crate) async unsafe fn run(client: &Client, prepared: &Prepared) -> MpiResul
             IoMethod::List { .. } => false,
         };
     let file_range = if plain {
-        Some(u64::try_from(view.displacement).map_err(|_| MpiClass::Arg)?.checked_add(p.view_offset).ok_or(MpiClass::Arg)?)
+        Some(
+            u64::try_from(view.displacement)
+                .map_err(|_| MpiClass::Arg)?
+                .checked_add(p.view_offset)
+                .ok_or(MpiClass::Arg)?,
+        )
     } else {
         None
     };
@@ -580,7 +610,13 @@ unsafe fn scatter(p: &Prepared, data: &[u8]) -> MpiResult<()> {
                 return Err(MpiClass::Intern);
             }
             // SAFETY: the region lies in the memory span (checked above).
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr().add(done), (p.base as *mut u8).add(region.offset as usize), length) };
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    data.as_ptr().add(done),
+                    (p.base as *mut u8).add(region.offset as usize),
+                    length,
+                )
+            };
             done += length;
         }
     }

@@ -64,7 +64,14 @@ fn register(op: Arc<Op>) -> MpiResult<u64> {
 /// `buffer` with `count` instances of the memory type is valid user memory
 /// (writable for reads) until the operation has finished (MPI's rule for
 /// nonblocking buffers).
-pub unsafe fn start(id: u64, write: bool, at: Position, buffer: *mut u8, count: u64, memory_type_id: u64) -> MpiResult<u64> {
+pub unsafe fn start(
+    id: u64,
+    write: bool,
+    at: Position,
+    buffer: *mut u8,
+    count: u64,
+    memory_type_id: u64,
+) -> MpiResult<u64> {
     let memory_type = types::get(memory_type_id)?;
     // SAFETY: per this function's contract.
     let prepared = unsafe { file::prepare(id, write, at, buffer, count, &memory_type)? };

@@ -64,7 +64,13 @@ fn weft() -> Result<&'static BlockingClient, Errno> {
 /// `path` is a C string, `fd` an open descriptor the caller owns (it stays
 /// open), `size` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn weft_mpiio_posix_snapshot(path: *const c_char, fd: c_int, cap: u64, prefix_ok: c_int, size: *mut u64) -> c_int {
+pub unsafe extern "C" fn weft_mpiio_posix_snapshot(
+    path: *const c_char,
+    fd: c_int,
+    cap: u64,
+    prefix_ok: c_int,
+    size: *mut u64,
+) -> c_int {
     guarded(|| {
         // SAFETY: per this function's contract.
         let path = unsafe { path_arg(path)? };

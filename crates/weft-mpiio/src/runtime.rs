@@ -34,7 +34,8 @@ pub fn client() -> MpiResult<&'static BlockingClient> {
     }
     let path = std::env::var_os("WEFT_CONFIG").ok_or(MpiClass::Io)?;
     let config = weft_config::Config::load(std::path::Path::new(&path)).map_err(|_| MpiClass::Io)?;
-    let client: &'static BlockingClient = Box::leak(Box::new(BlockingClient::new(config, ClientOptions::default(), RUNTIME_THREADS)?));
+    let client: &'static BlockingClient =
+        Box::leak(Box::new(BlockingClient::new(config, ClientOptions::default(), RUNTIME_THREADS)?));
     *guard = Some((pid, client));
     Ok(client)
 }

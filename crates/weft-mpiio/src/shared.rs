@@ -338,7 +338,12 @@ pub mod abi {
     /// # Safety
     /// `etypes` is writable.
     #[no_mangle]
-    pub unsafe extern "C" fn weft_mpiio_shared_etypes(id: u64, count: i64, memory_type_id: u64, etypes: *mut i64) -> c_int {
+    pub unsafe extern "C" fn weft_mpiio_shared_etypes(
+        id: u64,
+        count: i64,
+        memory_type_id: u64,
+        etypes: *mut i64,
+    ) -> c_int {
         guarded(|| {
             let count = u64::try_from(count).map_err(|_| MpiClass::Count)?;
             let memory_type = crate::types::get(memory_type_id)?;

@@ -106,7 +106,11 @@ fn step(op: i64, w: &mut Words<'_>, stack: &mut Vec<Dataloop>) -> MpiResult<Data
             let size = w.unsigned()?;
             let extent = w.one()?;
             let bytes = built(Dataloop::bytes(size))?;
-            if extent == size as i64 { Ok(bytes) } else { built(Dataloop::resized(&bytes, 0, extent)) }
+            if extent == size as i64 {
+                Ok(bytes)
+            } else {
+                built(Dataloop::resized(&bytes, 0, extent))
+            }
         }
         2 => {
             let count = w.unsigned()?;
@@ -115,21 +119,33 @@ fn step(op: i64, w: &mut Words<'_>, stack: &mut Vec<Dataloop>) -> MpiResult<Data
         3 | 4 => {
             let (count, blocklength, stride) = (w.unsigned()?, w.unsigned()?, w.one()?);
             let child = pop(stack)?;
-            if op == 3 { built(Dataloop::vector(count, blocklength, stride, &child)) } else { built(Dataloop::hvector(count, blocklength, stride, &child)) }
+            if op == 3 {
+                built(Dataloop::vector(count, blocklength, stride, &child))
+            } else {
+                built(Dataloop::hvector(count, blocklength, stride, &child))
+            }
         }
         5 | 6 => {
             let n = w.unsigned()?;
             let blocklengths = w.many_unsigned(n)?;
             let displacements = w.many(n)?.to_vec();
             let child = pop(stack)?;
-            if op == 5 { built(Dataloop::indexed(&blocklengths, &displacements, &child)) } else { built(Dataloop::hindexed(&blocklengths, &displacements, &child)) }
+            if op == 5 {
+                built(Dataloop::indexed(&blocklengths, &displacements, &child))
+            } else {
+                built(Dataloop::hindexed(&blocklengths, &displacements, &child))
+            }
         }
         7 | 8 => {
             let n = w.unsigned()?;
             let blocklength = w.unsigned()?;
             let displacements = w.many(n)?.to_vec();
             let child = pop(stack)?;
-            if op == 7 { built(Dataloop::indexed_block(blocklength, &displacements, &child)) } else { built(Dataloop::hindexed_block(blocklength, &displacements, &child)) }
+            if op == 7 {
+                built(Dataloop::indexed_block(blocklength, &displacements, &child))
+            } else {
+                built(Dataloop::hindexed_block(blocklength, &displacements, &child))
+            }
         }
         9 => structure(w, stack),
         10 => {
@@ -168,17 +184,25 @@ fn darray(w: &mut Words<'_>, stack: &mut Vec<Dataloop>) -> MpiResult<Dataloop> {
     let rank = u32::try_from(w.one()?).map_err(|_| MpiClass::Type)?;
     let ndims = w.unsigned()?;
     let gsizes = w.many_unsigned(ndims)?;
-    let distribs = w.many(ndims)?.iter().map(|d| match d {
-        0 => Ok(Distribution::Block),
-        1 => Ok(Distribution::Cyclic),
-        2 => Ok(Distribution::None),
-        _ => Err(MpiClass::Type),
-    }).collect::<MpiResult<Vec<_>>>()?;
-    let dargs = w.many(ndims)?.iter().map(|d| match *d {
-        -1 => Ok(DistributionArg::Default),
-        v if v > 0 => Ok(DistributionArg::Value(v as u64)),
-        _ => Err(MpiClass::Type),
-    }).collect::<MpiResult<Vec<_>>>()?;
+    let distribs = w
+        .many(ndims)?
+        .iter()
+        .map(|d| match d {
+            0 => Ok(Distribution::Block),
+            1 => Ok(Distribution::Cyclic),
+            2 => Ok(Distribution::None),
+            _ => Err(MpiClass::Type),
+        })
+        .collect::<MpiResult<Vec<_>>>()?;
+    let dargs = w
+        .many(ndims)?
+        .iter()
+        .map(|d| match *d {
+            -1 => Ok(DistributionArg::Default),
+            v if v > 0 => Ok(DistributionArg::Value(v as u64)),
+            _ => Err(MpiClass::Type),
+        })
+        .collect::<MpiResult<Vec<_>>>()?;
     let psizes = w.many_unsigned(ndims)?;
     let order = order(w.one()?)?;
     let ndims = u32::try_from(ndims).map_err(|_| MpiClass::Type)?;

@@ -36,7 +36,8 @@ fn views_match_romio(flavour: Flavour) {
     let local_prefix = local.path().join("views");
     let weft_run = run_job(flavour, &views, &["weft:/views"], Some(&cluster.config_path), true);
     assert!(weft_run.stdout.contains("views OK"), "{}{}", weft_run.stdout, weft_run.stderr);
-    let local_run = run_job(flavour, &views, &[local_prefix.to_str().expect("utf-8")], Some(&cluster.config_path), true);
+    let local_run =
+        run_job(flavour, &views, &[local_prefix.to_str().expect("utf-8")], Some(&cluster.config_path), true);
     assert!(local_run.stdout.contains("views OK"), "{}{}", local_run.stdout, local_run.stderr);
     for suffix in VIEW_FILES {
         let local_bytes = std::fs::read(format!("{}.{suffix}", local_prefix.display()))

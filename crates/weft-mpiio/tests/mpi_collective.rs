@@ -117,8 +117,13 @@ fn collective_matches_romio(flavour: Flavour) {
     let collective = program(flavour, "collective");
     let local = tempfile::tempdir().expect("local dir");
     let local_prefix = local.path().join("coll");
-    let local_run =
-        run_job(flavour, &collective, &[local_prefix.to_str().expect("utf-8"), "two_phase_small"], Some(&cluster.config_path), true);
+    let local_run = run_job(
+        flavour,
+        &collective,
+        &[local_prefix.to_str().expect("utf-8"), "two_phase_small"],
+        Some(&cluster.config_path),
+        true,
+    );
     assert!(local_run.stdout.contains("collective OK"), "ROMIO run:\n{}{}", local_run.stdout, local_run.stderr);
     for mode in ["two_phase_small", "cb1", "cb2", "datatype", "automatic"] {
         let prefix = format!("weft:/coll_{mode}");

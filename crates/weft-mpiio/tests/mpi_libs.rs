@@ -75,7 +75,8 @@ fn library_program(name: &str, package: &str) -> PathBuf {
 fn copy_into_weft(cluster: &Cluster, local: &Path, path: &str) {
     let bytes = std::fs::read(local).unwrap_or_else(|e| panic!("{}: {e}", local.display()));
     let client = cluster.client();
-    let file = client.create(path, weft_client::CreateOptions::default()).unwrap_or_else(|e| panic!("create {path}: {e:?}"));
+    let file =
+        client.create(path, weft_client::CreateOptions::default()).unwrap_or_else(|e| panic!("create {path}: {e:?}"));
     client.write_at(&file, 0, &bytes).unwrap_or_else(|e| panic!("write {path}: {e:?}"));
 }
 
@@ -113,7 +114,11 @@ fn library_round_trips(name: &str, package: &str, apt: &str, magic: &[u8], clobb
     if clobber.is_some() {
         assert!(stored.len() > 4096, "the snapshot limit must be below the file's size");
     }
-    assert!(stored.starts_with(magic), "{weft_path} does not start with the format's signature: {:?}", &stored[..stored.len().min(16)]);
+    assert!(
+        stored.starts_with(magic),
+        "{weft_path} does not start with the format's signature: {:?}",
+        &stored[..stored.len().min(16)]
+    );
 
     // 2. Weft's bytes, read by the reference stack (ROMIO on a local file).
     let copied = local.path().join(format!("{name}.from-weft"));
@@ -133,7 +138,11 @@ fn library_round_trips(name: &str, package: &str, apt: &str, magic: &[u8], clobb
     // The clobbered file holds exactly the new dataset.
     if clobber.is_some() {
         let romio = std::fs::read(&reference).expect("ROMIO's file");
-        assert!(clobbered > romio.len(), "the first dataset ({clobbered} bytes) must be larger than the second ({})", romio.len());
+        assert!(
+            clobbered > romio.len(),
+            "the first dataset ({clobbered} bytes) must be larger than the second ({})",
+            romio.len()
+        );
         assert_eq!(stored.len(), romio.len(), "{weft_path} after NC_CLOBBER: stale bytes of the larger dataset remain");
         assert!(stored == romio, "{weft_path} after NC_CLOBBER differs from ROMIO's file of the same dataset");
     }

@@ -51,9 +51,11 @@ fn nonblocking_matches_mpi_io(flavour: Flavour) {
 
     let local = tempfile::tempdir().expect("local dir");
     let prefix = local.path().join("nb");
-    let local_run = run_job(flavour, &nonblocking, &[prefix.to_str().expect("utf-8")], Some(&cluster.config_path), false);
+    let local_run =
+        run_job(flavour, &nonblocking, &[prefix.to_str().expect("utf-8")], Some(&cluster.config_path), false);
     assert!(local_run.stdout.contains("nonblocking OK"), "{}{}", local_run.stdout, local_run.stderr);
-    let local_bytes = std::fs::read(format!("{}.nb", prefix.display())).expect("local file written through the MPI library");
+    let local_bytes =
+        std::fs::read(format!("{}.nb", prefix.display())).expect("local file written through the MPI library");
     let weft_bytes = weft_file_bytes(&cluster, "/nb.nb");
     assert!(!weft_bytes.is_empty());
     assert_eq!(weft_bytes.len(), local_bytes.len(), "sizes differ");
@@ -83,7 +85,10 @@ fn nonblocking_matches_mpi_io(flavour: Flavour) {
     if let Some(at) = left.chunks_exact(4).enumerate().position(|(i, int)| int != (i as i32).to_ne_bytes()) {
         panic!("file left open at MPI_Finalize: int {at} is not {at}");
     }
-    assert!(cluster.client().stat("/nb.leftdoc").is_err(), "delete-on-close file left open was not closed at MPI_Finalize");
+    assert!(
+        cluster.client().stat("/nb.leftdoc").is_err(),
+        "delete-on-close file left open was not closed at MPI_Finalize"
+    );
 }
 
 #[test]

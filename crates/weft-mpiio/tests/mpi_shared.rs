@@ -53,12 +53,7 @@ fn shared_pointers(flavour: Flavour) {
     }
     // Each rank's own records appear in its order (one pointer, fetch-and-add per write).
     for r in 0..ranks {
-        let order: Vec<i32> = bytes
-            .chunks_exact(RECORD_BYTES)
-            .map(ints)
-            .filter(|v| v[1] == r)
-            .map(|v| v[2])
-            .collect();
+        let order: Vec<i32> = bytes.chunks_exact(RECORD_BYTES).map(ints).filter(|v| v[1] == r).map(|v| v[2]).collect();
         assert!(order.windows(2).all(|w| w[0] < w[1]), "rank {r}'s records out of order");
     }
 }
@@ -95,7 +90,8 @@ fn restart_loses_the_shared_pointer(flavour: Flavour) {
     let flags = tempfile::tempdir().expect("flag dir");
     let flag_dir = flags.path().to_str().expect("utf-8").to_string();
     let config = cluster.config_path.clone();
-    let job = std::thread::spawn(move || run_job(flavour, &restart, &["weft:/restart", &flag_dir], Some(&config), false));
+    let job =
+        std::thread::spawn(move || run_job(flavour, &restart, &["weft:/restart", &flag_dir], Some(&config), false));
     // Bounded: the job's own deadline ends it, which ends this wait too.
     let ready = flags.path().join("ready");
     let mut waited = 0;

@@ -85,28 +85,28 @@ impl ErrorCode {
     /// The errno a POSIX caller should see.
     pub fn errno(self) -> i32 {
         match self {
-            ErrorCode::NoEntry => 2,         // ENOENT
-            ErrorCode::Exists => 17,         // EEXIST
-            ErrorCode::NotDir => 20,         // ENOTDIR
-            ErrorCode::IsDir => 21,          // EISDIR
-            ErrorCode::NotEmpty => 39,       // ENOTEMPTY
-            ErrorCode::NameTooLong => 36,    // ENAMETOOLONG
-            ErrorCode::Loop => 40,           // ELOOP
-            ErrorCode::Access => 13,         // EACCES
-            ErrorCode::Perm => 1,            // EPERM
-            ErrorCode::Invalid => 22,        // EINVAL
-            ErrorCode::Io => 5,              // EIO
-            ErrorCode::NoSpace => 28,        // ENOSPC
-            ErrorCode::Stale => 116,         // ESTALE
-            ErrorCode::TooBig => 27,         // EFBIG
-            ErrorCode::Protocol => 71,       // EPROTO
+            ErrorCode::NoEntry => 2,          // ENOENT
+            ErrorCode::Exists => 17,          // EEXIST
+            ErrorCode::NotDir => 20,          // ENOTDIR
+            ErrorCode::IsDir => 21,           // EISDIR
+            ErrorCode::NotEmpty => 39,        // ENOTEMPTY
+            ErrorCode::NameTooLong => 36,     // ENAMETOOLONG
+            ErrorCode::Loop => 40,            // ELOOP
+            ErrorCode::Access => 13,          // EACCES
+            ErrorCode::Perm => 1,             // EPERM
+            ErrorCode::Invalid => 22,         // EINVAL
+            ErrorCode::Io => 5,               // EIO
+            ErrorCode::NoSpace => 28,         // ENOSPC
+            ErrorCode::Stale => 116,          // ESTALE
+            ErrorCode::TooBig => 27,          // EFBIG
+            ErrorCode::Protocol => 71,        // EPROTO
             ErrorCode::VersionMismatch => 71, // EPROTO
-            ErrorCode::Unsupported => 95,    // EOPNOTSUPP
-            ErrorCode::Busy => 16,           // EBUSY
-            ErrorCode::TimedOut => 110,      // ETIMEDOUT
-            ErrorCode::Unreachable => 5,     // EIO: callers of a file system expect EIO
-            ErrorCode::CrossDevice => 18,    // EXDEV
-            ErrorCode::ShuttingDown => 5,    // EIO
+            ErrorCode::Unsupported => 95,     // EOPNOTSUPP
+            ErrorCode::Busy => 16,            // EBUSY
+            ErrorCode::TimedOut => 110,       // ETIMEDOUT
+            ErrorCode::Unreachable => 5,      // EIO: callers of a file system expect EIO
+            ErrorCode::CrossDevice => 18,     // EXDEV
+            ErrorCode::ShuttingDown => 5,     // EIO
         }
     }
 

@@ -60,7 +60,8 @@ impl Distribution {
     /// The file offset of byte `local_offset` of datafile `datafile_index`.
     pub fn file_offset(&self, datafile_index: u32, local_offset: u64) -> u128 {
         let row = (local_offset / self.strip_bytes) as u128;
-        row * self.row_bytes() + datafile_index as u128 * self.strip_bytes as u128
+        row * self.row_bytes()
+            + datafile_index as u128 * self.strip_bytes as u128
             + (local_offset % self.strip_bytes) as u128
     }
 

@@ -72,10 +72,7 @@ impl Service {
             return servers;
         }
         let start = self.placement_index(&servers);
-        (0..servers.len())
-            .map(|i| servers[(start + i) % servers.len()])
-            .filter(|s| !self.is_down(*s))
-            .collect()
+        (0..servers.len()).map(|i| servers[(start + i) % servers.len()]).filter(|s| !self.is_down(*s)).collect()
     }
 
     /// A random index into `servers`, weighted by their free space if known.
@@ -270,7 +267,13 @@ impl Service {
         Ok(Reply::Done)
     }
 
-    async fn remove_directory(self: &Arc<Self>, cred: Credentials, parent: Handle, name: String, dir: Handle) -> ReplyResult {
+    async fn remove_directory(
+        self: &Arc<Self>,
+        cred: Credentials,
+        parent: Handle,
+        name: String,
+        dir: Handle,
+    ) -> ReplyResult {
         let now = now_ns();
         let local = self.config.server_of_handle(dir) == Some(self.server_id);
         if !local {
@@ -308,12 +311,17 @@ impl Service {
     }
 
     /// Aggregate mkdir.
-    pub async fn make_directory(self: &Arc<Self>, cred: Credentials, parent: Handle, name: String, mode: u32) -> ReplyResult {
+    pub async fn make_directory(
+        self: &Arc<Self>,
+        cred: Credentials,
+        parent: Handle,
+        name: String,
+        mode: u32,
+    ) -> ReplyResult {
         self.local(parent)?;
         message::validate_name(&name)?;
         let servers = self.config.metadata_servers();
-        let reachable: Vec<u32> =
-            servers.iter().copied().filter(|s| !self.is_down(*s)).collect();
+        let reachable: Vec<u32> = servers.iter().copied().filter(|s| !self.is_down(*s)).collect();
         let chosen = reachable.get(self.placement_index(&reachable)).copied().unwrap_or(self.server_id);
         let now = now_ns();
         if chosen == self.server_id {
@@ -362,7 +370,8 @@ impl Service {
         message::validate_name(&old_name)?;
         message::validate_name(&new_name)?;
         let lookup_name = old_name.clone();
-        let (source, kind) = self.read(move |_, r| r.dirent(old_parent, &lookup_name)?.ok_or(ErrorCode::NoEntry)).await?;
+        let (source, kind) =
+            self.read(move |_, r| r.dirent(old_parent, &lookup_name)?.ok_or(ErrorCode::NoEntry)).await?;
         if kind == ObjectKind::Directory && old_parent != new_parent && self.is_within(new_parent, source).await? {
             return Err(ErrorCode::Invalid);
         }
@@ -406,7 +415,8 @@ impl Service {
         let check_cred = cred.clone();
         self.read(move |_, r| perm::check(&check_cred, &r.object(old_parent)?, WRITE | EXEC)).await?;
         let destination = self.config.server_of_handle(new_parent).ok_or(ErrorCode::Stale)?;
-        let replace = Request::ReplaceDirent { cred: cred.clone(), parent: new_parent, name: new_name, target: source, kind };
+        let replace =
+            Request::ReplaceDirent { cred: cred.clone(), parent: new_parent, name: new_name, target: source, kind };
         let Reply::Replaced(replaced) = self.peers.call(destination, replace).await? else {
             return Err(ErrorCode::Protocol);
         };
@@ -451,7 +461,13 @@ impl Service {
     /// A directory replaced by a rename must be empty. One stored here is
     /// checked again inside the transaction; one stored elsewhere only here
     /// (as the client-driven path does: a create racing the rename can slip in).
-    async fn check_destination_empty(self: &Arc<Self>, cred: &Credentials, parent: Handle, name: &str, source: Handle) -> WeftResult<()> {
+    async fn check_destination_empty(
+        self: &Arc<Self>,
+        cred: &Credentials,
+        parent: Handle,
+        name: &str,
+        source: Handle,
+    ) -> WeftResult<()> {
         let server = self.config.server_of_handle(parent).ok_or(ErrorCode::Stale)?;
         let existing = if server == self.server_id {
             let name = name.to_string();

@@ -89,7 +89,14 @@ impl Committer {
         let (mut wal, batches) = Wal::open(dir)?;
         recover(&store, &mut wal, batches)?;
         let persistence = if durable { Persistence::Logged(wal) } else { Persistence::Lazy };
-        let state = State { store, ids: IdAllocator::new(), persistence, last_durable: Instant::now(), dirty: false, failed: false };
+        let state = State {
+            store,
+            ids: IdAllocator::new(),
+            persistence,
+            last_durable: Instant::now(),
+            dirty: false,
+            failed: false,
+        };
         let (queue, receiver) = mpsc::channel(8192);
         std::thread::Builder::new()
             .name("weft-committer".into())

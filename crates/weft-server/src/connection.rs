@@ -188,9 +188,12 @@ struct RequestTask {
 impl RequestTask {
     async fn run(self, request: Request, first_chunk: Vec<u8>, chunks: Option<mpsc::Receiver<Frame>>) {
         let kind = request.kind_name();
-        let link = crate::noncontig::Link { service: &self.service, outgoing: &self.outgoing, request_id: self.request_id };
+        let link =
+            crate::noncontig::Link { service: &self.service, outgoing: &self.outgoing, request_id: self.request_id };
         let reply = match (request, chunks) {
-            (Request::ReadList { handle, regions, total_length }, _) => link.read_list(handle, regions, total_length).await,
+            (Request::ReadList { handle, regions, total_length }, _) => {
+                link.read_list(handle, regions, total_length).await
+            }
             (Request::WriteList { handle, regions, total_length }, Some(chunks)) => {
                 link.write_list(handle, regions, total_length, first_chunk, chunks).await
             }
@@ -259,7 +262,13 @@ impl RequestTask {
     /// Writes one chunk on the blocking pool; with `then_size`, also
     /// returns the datafile's local size in the same hand-off (the last
     /// chunk of a request, saving the reply its own trip to the pool).
-    async fn store_chunk(&self, handle: Handle, offset: u64, payload: Vec<u8>, then_size: bool) -> WeftResult<Option<u64>> {
+    async fn store_chunk(
+        &self,
+        handle: Handle,
+        offset: u64,
+        payload: Vec<u8>,
+        then_size: bool,
+    ) -> WeftResult<Option<u64>> {
         let service = self.service.clone();
         tokio::task::spawn_blocking(move || {
             // Shared: excludes only overlapping sieving read-modify-writes (see crate::ranges).
@@ -273,8 +282,8 @@ impl RequestTask {
                 Ok(None)
             }
         })
-            .await
-            .map_err(|_| ErrorCode::Io)?
+        .await
+        .map_err(|_| ErrorCode::Io)?
     }
 
     async fn local_size(&self, handle: Handle) -> WeftResult<u64> {
@@ -311,7 +320,10 @@ impl RequestTask {
             local_size = size;
             let got = chunk.len();
             if got > 0 {
-                self.outgoing.send(Frame::data(self.request_id, done, chunk)).await.map_err(|_| ErrorCode::Unreachable)?;
+                self.outgoing
+                    .send(Frame::data(self.request_id, done, chunk))
+                    .await
+                    .map_err(|_| ErrorCode::Unreachable)?;
             }
             done += got as u64;
             if got < want {

@@ -36,8 +36,8 @@ pub mod pools;
 pub mod ranges;
 pub mod reclaim;
 pub mod scheduler;
-pub mod sessions;
 pub mod service;
+pub mod sessions;
 pub mod sieve;
 pub mod status;
 pub mod store;
@@ -90,12 +90,15 @@ pub fn run_blocking(config: Config, server_id: u32) -> Result<(), ServerError> {
 /// Serves until SIGTERM or SIGINT, then makes metadata durable and returns.
 pub async fn run(config: Config, server_id: u32) -> Result<(), ServerError> {
     let address = config.server(server_id).ok_or(ServerError::UnknownServer(server_id))?.address.clone();
-    let listener = TcpListener::bind(&address).await.map_err(|source| ServerError::Bind { address: address.clone(), source })?;
+    let listener =
+        TcpListener::bind(&address).await.map_err(|source| ServerError::Bind { address: address.clone(), source })?;
     let service = Service::open(config, server_id).await.map_err(ServerError::Storage)?;
     tracing::info!("server {server_id} listening on {address}");
     service.start_background();
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(ServerError::Runtime)?;
-    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).map_err(ServerError::Runtime)?;
+    let mut terminate =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(ServerError::Runtime)?;
+    let mut interrupt =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).map_err(ServerError::Runtime)?;
     let slots = Arc::new(Semaphore::new(CONNECTIONS_MAX as usize));
     loop {
         tokio::select! {

@@ -61,7 +61,11 @@ pub fn create_object(
         }
         NewObject::Symlink { target } => {
             if target.is_empty() || target.len() > limits::SYMLINK_BYTES_MAX || target.contains('\0') {
-                return Err(if target.len() > limits::SYMLINK_BYTES_MAX { ErrorCode::NameTooLong } else { ErrorCode::Invalid });
+                return Err(if target.len() > limits::SYMLINK_BYTES_MAX {
+                    ErrorCode::NameTooLong
+                } else {
+                    ErrorCode::Invalid
+                });
             }
             (ObjectKind::Symlink, Box::new(move |r: &mut ObjectRecord| r.symlink_target = Some(target)))
         }

@@ -64,7 +64,11 @@ impl PieceSource for ListSource {
             let Some(&(offset, length)) = self.regions.get(self.index) else { break };
             let take = (length - self.used).min(bytes_max - bytes);
             if take > 0 {
-                out.push(Piece { packed_offset: bytes as usize, datafile_offset: offset + self.used, length: take as usize });
+                out.push(Piece {
+                    packed_offset: bytes as usize,
+                    datafile_offset: offset + self.used,
+                    length: take as usize,
+                });
             }
             bytes += take;
             self.used += take;
@@ -90,7 +94,11 @@ impl PieceSource for StripeSource<'_> {
         let bytes = self.cursor.next_batch(limits, &mut self.batch);
         let mut packed = 0usize;
         for piece in &self.batch {
-            out.push(Piece { packed_offset: packed, datafile_offset: piece.datafile_offset, length: piece.length as usize });
+            out.push(Piece {
+                packed_offset: packed,
+                datafile_offset: piece.datafile_offset,
+                length: piece.length as usize,
+            });
             packed += piece.length as usize;
         }
         bytes
@@ -132,7 +140,8 @@ fn stripe_source<'a>(access: &DatatypeAccess, dataloop: &'a Dataloop) -> WeftRes
     cursor.set_end(end).map_err(|_| ErrorCode::Invalid)?;
     cursor.seek(access.stream_start).map_err(|_| ErrorCode::Invalid)?;
     let d = access.distribution;
-    let filter = StripeFilter::new(d.strip_bytes, d.stripe_count, access.stripe_index).map_err(|_| ErrorCode::Invalid)?;
+    let filter =
+        StripeFilter::new(d.strip_bytes, d.stripe_count, access.stripe_index).map_err(|_| ErrorCode::Invalid)?;
     Ok(StripeSource { cursor: StripeCursor::new(cursor, filter), batch: Vec::new() })
 }
 
@@ -261,7 +270,13 @@ impl Link<'_> {
     }
 
     /// Stores one chunk: the next `payload.len()` bytes of the walk.
-    async fn store(&self, handle: Handle, file: &Arc<File>, source: &mut impl PieceSource, payload: Arc<Vec<u8>>) -> WeftResult<()> {
+    async fn store(
+        &self,
+        handle: Handle,
+        file: &Arc<File>,
+        source: &mut impl PieceSource,
+        payload: Arc<Vec<u8>>,
+    ) -> WeftResult<()> {
         let mut done = 0u64;
         let length = payload.len() as u64;
         while done < length {

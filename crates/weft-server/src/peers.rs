@@ -72,6 +72,7 @@ impl Peers {
     /// connection has been closed since (a killed server's kernel closes
     /// its sockets at once, so this notices a crash before any timeout).
     pub fn unreachable(&self, server_id: u32) -> bool {
-        self.unreachable_since.lock().expect("peers lock").contains_key(&server_id) || self.pool.connection_lost(server_id)
+        self.unreachable_since.lock().expect("peers lock").contains_key(&server_id)
+            || self.pool.connection_lost(server_id)
     }
 }

@@ -59,8 +59,12 @@ pub fn reserve(w: &Writer<'_>, ids: &mut IdAllocator, target_id: u16, metadata_s
 /// Data server: handles still reserved for `metadata_server`.
 pub fn list_reserved(r: &Reader, metadata_server: u32) -> ReplyResult {
     let rows = r.handle_rows(HandleTable::Reserved, 0..u64::MAX, usize::MAX)?;
-    let handles: Vec<Handle> =
-        rows.into_iter().filter(|(_, m)| *m == metadata_server).map(|(h, _)| h).take(RESERVE_HANDLES_MAX as usize).collect();
+    let handles: Vec<Handle> = rows
+        .into_iter()
+        .filter(|(_, m)| *m == metadata_server)
+        .map(|(h, _)| h)
+        .take(RESERVE_HANDLES_MAX as usize)
+        .collect();
     Ok(Reply::Handles(handles))
 }
 
@@ -156,7 +160,10 @@ impl Service {
         if self.pool_size(data_server)? >= u64::from(self.config.collectives.pool_batch) {
             return Ok(());
         }
-        let request = Request::ReserveDatafiles { metadata_server: self.server_id, count: self.config.collectives.pool_batch.min(RESERVE_HANDLES_MAX) };
+        let request = Request::ReserveDatafiles {
+            metadata_server: self.server_id,
+            count: self.config.collectives.pool_batch.min(RESERVE_HANDLES_MAX),
+        };
         let Reply::Handles(handles) = self.peers.call(data_server, request).await? else {
             return Err(ErrorCode::Protocol);
         };

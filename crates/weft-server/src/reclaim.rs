@@ -100,25 +100,26 @@ impl Service {
             guards.push(self.scheduler.exclusive(*handle).await);
         }
         let this = self.clone();
-        let (results, bytestreams) = self.committer_call(move |w| {
-            let mut bytestreams = Vec::new();
-            let results: Vec<WeftResult<()>> = handles
-                .iter()
-                .map(|h| match this.config.server_of_handle(*h) {
-                    Some(server) if server == this.server_id => match this.destroy_local(w, *h) {
-                        Ok(Removed::Bytestream(b)) => {
-                            bytestreams.push(b);
-                            Ok(())
-                        }
-                        Ok(Removed::Nothing) => Ok(()),
-                        Err(code) => Err(code),
-                    },
-                    _ => Err(ErrorCode::Stale),
-                })
-                .collect();
-            Ok((results, bytestreams))
-        })
-        .await?;
+        let (results, bytestreams) = self
+            .committer_call(move |w| {
+                let mut bytestreams = Vec::new();
+                let results: Vec<WeftResult<()>> = handles
+                    .iter()
+                    .map(|h| match this.config.server_of_handle(*h) {
+                        Some(server) if server == this.server_id => match this.destroy_local(w, *h) {
+                            Ok(Removed::Bytestream(b)) => {
+                                bytestreams.push(b);
+                                Ok(())
+                            }
+                            Ok(Removed::Nothing) => Ok(()),
+                            Err(code) => Err(code),
+                        },
+                        _ => Err(ErrorCode::Stale),
+                    })
+                    .collect();
+                Ok((results, bytestreams))
+            })
+            .await?;
         let this = self.clone();
         tokio::task::spawn_blocking(move || bytestreams.iter().try_for_each(|h| this.bytestreams.remove(*h)))
             .await

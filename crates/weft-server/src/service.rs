@@ -8,9 +8,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use weft_config::{Config, MetadataSync};
-use weft_proto::message::{
-    Credentials, DatafileStat, ObjectKind, Reply, ReplyResult, Request, ServerStatus, TimeNs,
-};
+use weft_proto::message::{Credentials, DatafileStat, ObjectKind, Reply, ReplyResult, Request, ServerStatus, TimeNs};
 use weft_proto::{limits, ErrorCode, Handle, WeftResult};
 
 use crate::bytestream::Bytestreams;
@@ -160,7 +158,8 @@ impl Service {
                 Ok(Reply::Collective(crate::tree::run(self, operation, groups, fanout, round).await?))
             }
             Request::CreateFile { cred, parent, name, mode, strip_bytes, stripe_count, exclusive } => {
-                let args = crate::aggregate::CreateArgs { cred, parent, name, mode, strip_bytes, stripe_count, exclusive };
+                let args =
+                    crate::aggregate::CreateArgs { cred, parent, name, mode, strip_bytes, stripe_count, exclusive };
                 self.create_file(args).await
             }
             Request::StatFile { handle } => self.stat_file(handle).await,
@@ -404,13 +403,17 @@ impl Service {
         let (mut bytes_total, mut bytes_free) = statvfs(&storage)?;
         if let Some(limit) = self.bytestreams.capacity() {
             let bytestreams = self.bytestreams.clone();
-            let used = tokio::task::spawn_blocking(move || bytestreams.measure_used()).await.map_err(|_| ErrorCode::Io)??;
+            let used =
+                tokio::task::spawn_blocking(move || bytestreams.measure_used()).await.map_err(|_| ErrorCode::Io)??;
             bytes_total = limit;
             bytes_free = limit.saturating_sub(used).min(bytes_free);
         }
         // Datafiles reserved for precreate pools are not in use yet.
         let objects = self
-            .read(|_, r| Ok(r.object_count()?.saturating_sub(r.handle_row_count(crate::store::HandleTable::Reserved, 0..u64::MAX)?)))
+            .read(|_, r| {
+                Ok(r.object_count()?
+                    .saturating_sub(r.handle_row_count(crate::store::HandleTable::Reserved, 0..u64::MAX)?))
+            })
             .await?;
         let targets = self.config.targets_of_server(self.server_id).len() as u64;
         Ok(ServerStatus {

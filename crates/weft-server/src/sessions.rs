@@ -33,11 +33,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
-use weft_proto::session::{
-    LEASE_MS_DEFAULT, LEASE_MS_MAX, LEASE_MS_MIN, LOCKS_PER_FILE_MAX, LOCK_RANGES_MAX, LOCK_WAIT_MS_MAX,
-    SESSIONS_MAX, WAITERS_PER_FILE_MAX,
-};
 use weft_proto::message::{ObjectKind, Reply, ReplyResult, Request};
+use weft_proto::session::{
+    LEASE_MS_DEFAULT, LEASE_MS_MAX, LEASE_MS_MIN, LOCKS_PER_FILE_MAX, LOCK_RANGES_MAX, LOCK_WAIT_MS_MAX, SESSIONS_MAX,
+    WAITERS_PER_FILE_MAX,
+};
 use weft_proto::{limits, ErrorCode, Handle, WeftResult};
 
 /// How often expired sessions are looked for.
@@ -299,7 +299,13 @@ impl Sessions {
         Ok(old)
     }
 
-    fn lock_begin(&self, session: u64, ranges: Vec<(u64, u64)>, exclusive: bool, may_wait: bool) -> WeftResult<Acquire> {
+    fn lock_begin(
+        &self,
+        session: u64,
+        ranges: Vec<(u64, u64)>,
+        exclusive: bool,
+        may_wait: bool,
+    ) -> WeftResult<Acquire> {
         let now = Instant::now();
         let mut state = self.state()?;
         state.sweep_if_due(now);
@@ -307,7 +313,8 @@ impl Sessions {
         let id = state.issue();
         let lock = Lock { id, session, exclusive, ranges };
         let locks = state.files.entry(file).or_default();
-        let blocked = locks.granted.iter().any(|g| conflicts(g, &lock)) || locks.waiting.iter().any(|w| conflicts(&w.lock, &lock));
+        let blocked = locks.granted.iter().any(|g| conflicts(g, &lock))
+            || locks.waiting.iter().any(|w| conflicts(&w.lock, &lock));
         if !blocked {
             if locks.granted.len() >= LOCKS_PER_FILE_MAX {
                 return Err(ErrorCode::Busy);
@@ -467,10 +474,12 @@ mod tests {
             Acquire::Granted(id) => id,
             Acquire::Wait { .. } => panic!("first reader waits"),
         };
-        let Acquire::Wait { receiver: mut writer, .. } = sessions.lock_begin(s, vec![(5, 6)], true, true).unwrap() else {
+        let Acquire::Wait { receiver: mut writer, .. } = sessions.lock_begin(s, vec![(5, 6)], true, true).unwrap()
+        else {
             panic!("writer granted over a reader")
         };
-        let Acquire::Wait { receiver: mut late_reader, .. } = sessions.lock_begin(s, vec![(0, 10)], false, true).unwrap()
+        let Acquire::Wait { receiver: mut late_reader, .. } =
+            sessions.lock_begin(s, vec![(0, 10)], false, true).unwrap()
         else {
             panic!("reader passed a waiting writer")
         };

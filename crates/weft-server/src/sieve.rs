@@ -196,7 +196,12 @@ pub fn write_pieces(
         let group = &pieces[group];
         if let [piece] = group {
             let _range = locks.lock(handle, piece.datafile_offset, piece.end(), RangeMode::Shared);
-            pwrite_all(file, piece.datafile_offset, &packed[piece.packed_offset..piece.packed_offset + piece.length], counters)?;
+            pwrite_all(
+                file,
+                piece.datafile_offset,
+                &packed[piece.packed_offset..piece.packed_offset + piece.length],
+                counters,
+            )?;
             continue;
         }
         let (lo, hi) = span(group);
@@ -208,7 +213,8 @@ pub fn write_pieces(
         counters.sieve(hi - lo);
         for piece in group {
             let at = (piece.datafile_offset - lo) as usize;
-            window[at..at + piece.length].copy_from_slice(&packed[piece.packed_offset..piece.packed_offset + piece.length]);
+            window[at..at + piece.length]
+                .copy_from_slice(&packed[piece.packed_offset..piece.packed_offset + piece.length]);
         }
         pwrite_all(file, lo, &window, counters)?;
     }
@@ -264,12 +270,16 @@ mod tests {
                 if model.len() < end {
                     model.resize(end, 0);
                 }
-                model[p.datafile_offset as usize..end].copy_from_slice(&packed[p.packed_offset..p.packed_offset + p.length]);
+                model[p.datafile_offset as usize..end]
+                    .copy_from_slice(&packed[p.packed_offset..p.packed_offset + p.length]);
             }
             let mut back = vec![0xEEu8; packed_len];
             read_pieces(Some(&file), &pieces, &mut back, &counters).unwrap();
             for p in &pieces {
-                assert_eq!(&back[p.packed_offset..p.packed_offset + p.length], &model[p.datafile_offset as usize..p.end() as usize]);
+                assert_eq!(
+                    &back[p.packed_offset..p.packed_offset + p.length],
+                    &model[p.datafile_offset as usize..p.end() as usize]
+                );
             }
         }
         assert_eq!(std::fs::read(&path).unwrap(), model);

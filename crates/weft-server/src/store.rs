@@ -16,7 +16,10 @@
 use std::cell::RefCell;
 use std::path::Path;
 
-use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
+use redb::{
+    Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
+    WriteTransaction,
+};
 use serde::{Deserialize, Serialize};
 use weft_proto::message::{Attributes, DirEntry, FileLayout, ObjectKind, TimeNs};
 use weft_proto::{Distribution, ErrorCode, Handle, WeftResult};
@@ -278,7 +281,8 @@ impl Reader {
             let (key, name) = item.map_err(storage_error)?;
             let name = name.value().to_string();
             let (_, sequence) = key.value();
-            let (_, target, tag) = dirents.get((dir.0, name.as_str())).map_err(storage_error)?.ok_or(ErrorCode::Io)?.value();
+            let (_, target, tag) =
+                dirents.get((dir.0, name.as_str())).map_err(storage_error)?.ok_or(ErrorCode::Io)?.value();
             entries.push(DirEntry { name, handle: Handle(target), kind: kind_from_tag(tag)?, sequence });
             if entries.len() as u32 >= max {
                 break;
@@ -301,7 +305,12 @@ impl Reader {
     }
 
     /// Rows of a handle table with keys in `range`, at most `max`.
-    pub fn handle_rows(&self, table: HandleTable, range: std::ops::Range<u64>, max: usize) -> WeftResult<Vec<(Handle, u32)>> {
+    pub fn handle_rows(
+        &self,
+        table: HandleTable,
+        range: std::ops::Range<u64>,
+        max: usize,
+    ) -> WeftResult<Vec<(Handle, u32)>> {
         let table = self.txn.open_table(table.definition()).map_err(storage_error)?;
         let mut rows = Vec::new();
         for item in table.range(range).map_err(storage_error)? {
@@ -428,8 +437,7 @@ impl<'t> Writer<'t> {
         }
         let mut log = self.log.borrow_mut();
         // Counter mutations stay in the log (see above); the rest go.
-        let kept: Vec<Mutation> =
-            log.drain(mark.log..).filter(|m| matches!(m, Mutation::SetCounter(..))).collect();
+        let kept: Vec<Mutation> = log.drain(mark.log..).filter(|m| matches!(m, Mutation::SetCounter(..))).collect();
         log.extend(kept);
         Ok(())
     }
@@ -522,9 +530,19 @@ impl<'t> Writer<'t> {
     }
 
     /// Inserts an entry with sequence number `sequence` (caller updated the directory record).
-    pub fn insert_dirent(&self, dir: Handle, name: &str, sequence: u64, target: Handle, kind: ObjectKind) -> WeftResult<()> {
+    pub fn insert_dirent(
+        &self,
+        dir: Handle,
+        name: &str,
+        sequence: u64,
+        target: Handle,
+        kind: ObjectKind,
+    ) -> WeftResult<()> {
         let mut dirents = self.txn.open_table(DIRENTS).map_err(storage_error)?;
-        let old = dirents.insert((dir.0, name), (sequence, target.0, kind_tag(kind))).map_err(storage_error)?.map(|v| v.value());
+        let old = dirents
+            .insert((dir.0, name), (sequence, target.0, kind_tag(kind)))
+            .map_err(storage_error)?
+            .map(|v| v.value());
         self.remember(Undo::Dirent(dir.0, name.to_string(), old));
         let mut seq = self.txn.open_table(DIRSEQ).map_err(storage_error)?;
         let old = seq.insert((dir.0, sequence), name).map_err(storage_error)?.map(|v| v.value().to_string());
@@ -569,7 +587,11 @@ impl<'t> Writer<'t> {
     }
 
     /// The first row of a handle table with a key in `range`.
-    pub fn first_handle_row(&self, table: HandleTable, range: std::ops::Range<u64>) -> WeftResult<Option<(Handle, u32)>> {
+    pub fn first_handle_row(
+        &self,
+        table: HandleTable,
+        range: std::ops::Range<u64>,
+    ) -> WeftResult<Option<(Handle, u32)>> {
         let table = self.txn.open_table(table.definition()).map_err(storage_error)?;
         let mut rows = table.range(range).map_err(storage_error)?;
         let first = match rows.next() {

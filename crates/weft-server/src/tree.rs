@@ -105,7 +105,11 @@ fn forward(
 }
 
 /// This server's own share of a collective.
-async fn share(service: &Arc<Service>, operation: CollectiveOp, handles: Vec<weft_proto::Handle>) -> WeftResult<CollectivePart> {
+async fn share(
+    service: &Arc<Service>,
+    operation: CollectiveOp,
+    handles: Vec<weft_proto::Handle>,
+) -> WeftResult<CollectivePart> {
     match operation {
         CollectiveOp::Ping => Ok(CollectivePart::Done),
         CollectiveOp::DatafileSizes => Ok(CollectivePart::Sizes(service.local_datafile_stats(&handles)?)),
@@ -117,7 +121,10 @@ async fn share(service: &Arc<Service>, operation: CollectiveOp, handles: Vec<wef
 
 /// Groups rooted at `root`: the root's group first (empty if it has no
 /// handles), then the others in server order.
-pub fn groups_rooted_at(root: u32, mut by_server: std::collections::BTreeMap<u32, Vec<weft_proto::Handle>>) -> Vec<CollectiveGroup> {
+pub fn groups_rooted_at(
+    root: u32,
+    mut by_server: std::collections::BTreeMap<u32, Vec<weft_proto::Handle>>,
+) -> Vec<CollectiveGroup> {
     let own = by_server.remove(&root).unwrap_or_default();
     let mut groups = vec![CollectiveGroup { server_id: root, handles: own }];
     groups.extend(by_server.into_iter().map(|(server_id, handles)| CollectiveGroup { server_id, handles }));
@@ -130,7 +137,11 @@ mod tests {
 
     fn depth(servers: u32, fanout: u32) -> u32 {
         fn walk(groups: Vec<CollectiveGroup>, fanout: u32, round: u32) -> u32 {
-            plan(groups, fanout, round).into_iter().map(|(step, chunk)| walk(chunk, fanout, step)).max().unwrap_or(round)
+            plan(groups, fanout, round)
+                .into_iter()
+                .map(|(step, chunk)| walk(chunk, fanout, step))
+                .max()
+                .unwrap_or(round)
         }
         let groups = (0..servers).map(|server_id| CollectiveGroup { server_id, handles: vec![] }).collect();
         walk(groups, fanout, 0)

@@ -99,7 +99,8 @@ impl Wal {
     /// with the batches to replay, in order.
     pub fn open(dir: &Path) -> WeftResult<(Wal, Vec<Vec<Mutation>>)> {
         let path = dir.join("meta.wal");
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io_error)?;
+        let file =
+            OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io_error)?;
         let length = file.metadata().map_err(io_error)?.len();
         if length < WAL_BYTES {
             file.set_len(WAL_BYTES).map_err(io_error)?;
@@ -182,7 +183,8 @@ impl Wal {
 
     /// Appends one encoded batch and makes it durable.
     pub fn append(&mut self, payload: &[u8]) -> WeftResult<()> {
-        let mut record = Vec::with_capacity(RECORD_HEADER_BYTES as usize + payload.len() + RECORD_HEADER_BYTES as usize);
+        let mut record =
+            Vec::with_capacity(RECORD_HEADER_BYTES as usize + payload.len() + RECORD_HEADER_BYTES as usize);
         record.extend_from_slice(&(payload.len() as u32).to_le_bytes());
         record.extend_from_slice(&self.generation.to_le_bytes());
         record.extend_from_slice(&record_checksum(self.generation, payload).to_le_bytes());

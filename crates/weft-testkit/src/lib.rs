@@ -209,7 +209,8 @@ impl Cluster {
     pub fn logs(&self) -> String {
         (0..self.children.len())
             .map(|id| {
-                let text = std::fs::read_to_string(self.dir.path().join(format!("server-{id}.log"))).unwrap_or_default();
+                let text =
+                    std::fs::read_to_string(self.dir.path().join(format!("server-{id}.log"))).unwrap_or_default();
                 format!("--- server {id} ---\n{text}")
             })
             .collect()

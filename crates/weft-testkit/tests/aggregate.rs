@@ -32,13 +32,23 @@ fn one_request_per_operation_whatever_the_width() {
         let c = cluster.client();
         let n = servers as u64;
         let file = std::cell::RefCell::new(None);
-        assert_eq!(requests(&c, &|| *file.borrow_mut() = Some(c.create("/f", exclusive()).unwrap())), 1, "create, P={n}");
+        assert_eq!(
+            requests(&c, &|| *file.borrow_mut() = Some(c.create("/f", exclusive()).unwrap())),
+            1,
+            "create, P={n}"
+        );
         let handle = file.borrow().as_ref().unwrap().handle;
         assert_eq!(file.borrow().as_ref().unwrap().layout.datafiles.len() as u64, n, "full stripe, P={n}");
         assert_eq!(requests(&c, &|| drop(c.block_on(c.client().stat_handle(handle)).unwrap())), 1, "stat, P={n}");
         assert_eq!(requests(&c, &|| c.rename("/f", "/g").unwrap()), 1, "rename, P={n}");
         assert_eq!(requests(&c, &|| c.unlink("/g").unwrap()), 1, "remove, P={n}");
-        assert_eq!(requests(&c, &|| { c.mkdir("/d", 0o755).unwrap(); }), 1, "mkdir, P={n}");
+        assert_eq!(
+            requests(&c, &|| {
+                c.mkdir("/d", 0o755).unwrap();
+            }),
+            1,
+            "mkdir, P={n}"
+        );
         assert_eq!(requests(&c, &|| c.rmdir("/d").unwrap()), 1, "rmdir, P={n}");
         assert_eq!(requests(&c, &|| drop(c.statfs().unwrap())), 1, "statfs, P={n}");
         assert_eq!(c.statfs().unwrap().servers.len() as u64, n);
@@ -49,7 +59,12 @@ fn one_request_per_operation_whatever_the_width() {
         let handle = file.borrow().as_ref().unwrap().handle;
         assert_eq!(requests(&d, &|| drop(d.block_on(d.client().stat_handle(handle)).unwrap())), 1 + n);
         assert_eq!(requests(&d, &|| d.unlink("/f").unwrap()), n + 3);
-        assert_eq!(requests(&d, &|| { d.mkdir("/d", 0o755).unwrap(); }), 3);
+        assert_eq!(
+            requests(&d, &|| {
+                d.mkdir("/d", 0o755).unwrap();
+            }),
+            3
+        );
         assert_eq!(requests(&d, &|| d.rmdir("/d").unwrap()), 4);
         assert_eq!(requests(&d, &|| drop(d.statfs().unwrap())), n);
     }
@@ -94,7 +109,8 @@ fn stat_by_path_looks_up_and_stats_the_last_component_in_one_request() {
     assert_eq!(c.stat("/d/f").unwrap(), d.stat("/d/f").unwrap());
     // Permission to search the parent is checked as a lookup does.
     c.chmod("/d", 0o700).unwrap();
-    let other = cluster.client().client().as_user(weft_proto::message::Credentials { uid: 4242, gid: 4242, groups: vec![] });
+    let other =
+        cluster.client().client().as_user(weft_proto::message::Credentials { uid: 4242, gid: 4242, groups: vec![] });
     assert_eq!(c.block_on(other.stat("/d/f")), Err(ErrorCode::Access));
 }
 
@@ -294,7 +310,8 @@ fn data_server_down_create_skips_it_and_remove_reclaims_later() {
     cluster.kill(3);
     // After the status grace (3 s) the servers report it down and skip it.
     std::thread::sleep(Duration::from_millis(3800));
-    let after = c.create("/after", CreateOptions { exclusive: true, stripe_count: Some(4), ..Default::default() }).unwrap();
+    let after =
+        c.create("/after", CreateOptions { exclusive: true, stripe_count: Some(4), ..Default::default() }).unwrap();
     assert_eq!(after.layout.datafiles.len(), 3, "the layout records the three stripes it got");
     assert!(after.layout.datafiles.iter().all(|h| c.client().server_of(*h).unwrap() != 3));
     assert_eq!(after.layout.distribution.stripe_count, 3);
@@ -500,7 +517,9 @@ fn placement_prefers_the_emptier_servers() {
     // many standard deviations below that.
     let mut emptier = 0;
     for i in 0..200 {
-        let file = c.create(&format!("/f{i}"), CreateOptions { exclusive: true, stripe_count: Some(1), ..Default::default() }).unwrap();
+        let file = c
+            .create(&format!("/f{i}"), CreateOptions { exclusive: true, stripe_count: Some(1), ..Default::default() })
+            .unwrap();
         if c.client().server_of(file.layout.datafiles[0]).unwrap() >= 2 {
             emptier += 1;
         }

@@ -57,7 +57,10 @@ impl Raw {
     }
 
     fn hello(mut self) -> Raw {
-        assert!(matches!(self.request(&Request::Hello { protocol_version: PROTOCOL_VERSION }), Ok(Reply::Hello { .. })));
+        assert!(matches!(
+            self.request(&Request::Hello { protocol_version: PROTOCOL_VERSION }),
+            Ok(Reply::Hello { .. })
+        ));
         self
     }
 
@@ -118,7 +121,10 @@ fn malformed_frames_close_only_that_connection() {
 fn protocol_version_is_checked() {
     let mut cluster = Cluster::start(ClusterOptions { servers: 1, ..Default::default() });
     let mut raw = Raw::connect(&cluster);
-    assert_eq!(raw.request(&Request::Hello { protocol_version: PROTOCOL_VERSION + 1 }), Err(ErrorCode::VersionMismatch));
+    assert_eq!(
+        raw.request(&Request::Hello { protocol_version: PROTOCOL_VERSION + 1 }),
+        Err(ErrorCode::VersionMismatch)
+    );
     assert!(raw.closed());
     let mut raw = Raw::connect(&cluster);
     let mut frame = Frame::request(1, message::encode(&Request::Hello { protocol_version: PROTOCOL_VERSION }), vec![]);
@@ -156,10 +162,7 @@ fn bad_bodies_and_handles_get_error_replies() {
     assert_eq!(raw.request(&Request::Read { handle: Handle::ROOT, offset: 0, length: 10 }), Err(ErrorCode::Invalid));
     assert_eq!(raw.request(&Request::Read { handle: missing, offset: 0, length: 10 }), Err(ErrorCode::Stale));
     assert_eq!(raw.request(&Request::Read { handle: file.handle, offset: u64::MAX - 5, length: 10 }).is_err(), true);
-    assert_eq!(
-        raw.request(&Request::TruncateDatafile { handle: missing, local_size: 1 }),
-        Err(ErrorCode::Stale)
-    );
+    assert_eq!(raw.request(&Request::TruncateDatafile { handle: missing, local_size: 1 }), Err(ErrorCode::Stale));
     assert_eq!(raw.request(&Request::RemoveObject { handle: Handle::ROOT }), Err(ErrorCode::Busy));
     assert_eq!(raw.request(&Request::DatafileSizes { handles: vec![Handle::ROOT; 5000] }), Err(ErrorCode::Invalid));
     assert_eq!(raw.request(&Request::Ping), Ok(Reply::Done));

@@ -36,7 +36,10 @@ fn up_copy_list_remove_down() {
     let dir = tempfile::tempdir().unwrap();
     let fs_dir = dir.path().join("fs");
     let host = format!("127.{}.{}.{}", 100 + std::process::id() % 100, std::process::id() % 250, 7);
-    let up = ok(weft(&["up", "--dir", fs_dir.to_str().unwrap(), "--servers", "3", "--host", &host, "--base-port", "7300"], None));
+    let up = ok(weft(
+        &["up", "--dir", fs_dir.to_str().unwrap(), "--servers", "3", "--host", &host, "--base-port", "7300"],
+        None,
+    ));
     let _down = Down(&fs_dir);
     let config = fs_dir.join("weft.toml");
     let mountpoint = fs_dir.join("mnt");
@@ -49,7 +52,9 @@ fn up_copy_list_remove_down() {
     let cfg = Some(config.as_path());
     assert_eq!(ok(weft(&["ping"], cfg)).lines().filter(|l| l.contains(" ok ")).count(), 3);
     // A second `up` in the same directory refuses.
-    assert!(!weft(&["up", "--dir", fs_dir.to_str().unwrap(), "--host", &host, "--base-port", "7300"], None).status.success());
+    assert!(!weft(&["up", "--dir", fs_dir.to_str().unwrap(), "--host", &host, "--base-port", "7300"], None)
+        .status
+        .success());
 
     let source = dir.path().join("in.bin");
     let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();

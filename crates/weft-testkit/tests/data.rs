@@ -130,8 +130,13 @@ fn large_transfer_streams_in_chunks() {
 fn writer_process() -> bool {
     let Ok(spec) = std::env::var("WEFT_TEST_WRITER") else { return false };
     let parts: Vec<&str> = spec.split(',').collect();
-    let (config, rank, ranks, block, blocks) =
-        (parts[0], parts[1].parse::<u64>().unwrap(), parts[2].parse::<u64>().unwrap(), parts[3].parse::<u64>().unwrap(), parts[4].parse::<u64>().unwrap());
+    let (config, rank, ranks, block, blocks) = (
+        parts[0],
+        parts[1].parse::<u64>().unwrap(),
+        parts[2].parse::<u64>().unwrap(),
+        parts[3].parse::<u64>().unwrap(),
+        parts[4].parse::<u64>().unwrap(),
+    );
     let config = weft_config::Config::load(std::path::Path::new(config)).unwrap();
     let c = weft_client::BlockingClient::new(config, Default::default(), 1).unwrap();
     let f = c.open("/shared", 6).unwrap();

@@ -42,21 +42,19 @@ fn servers_started_by_mpirun_take_their_rank_as_id() {
     for id in 0..3 {
         template.terminate(id);
     }
-    let job = Job(
-        Command::new("mpirun")
-            .args(["-np", "3", "--oversubscribe"])
-            .arg(weft_bin())
-            .args(["server", "--config"])
-            .arg(&template.config_path)
-            .arg("--id-from-env")
-            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .expect("mpirun"),
-    );
+    let job = Job(Command::new("mpirun")
+        .args(["-np", "3", "--oversubscribe"])
+        .arg(weft_bin())
+        .args(["server", "--config"])
+        .arg(&template.config_path)
+        .arg("--id-from-env")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("mpirun"));
     let client = template.client();
     let start = Instant::now();
     while client.block_on(client.client().ping_all()).iter().any(|(_, r)| r.is_err()) {

@@ -15,7 +15,10 @@ fn create_lookup_stat_remove() {
     c.mkdir("/d", 0o755).unwrap();
     let file = c.create("/d/f", CreateOptions { exclusive: true, ..Default::default() }).unwrap();
     assert_eq!(file.layout.distribution.stripe_count, 4);
-    assert_eq!(c.create("/d/f", CreateOptions { exclusive: true, ..Default::default() }).unwrap_err(), ErrorCode::Exists);
+    assert_eq!(
+        c.create("/d/f", CreateOptions { exclusive: true, ..Default::default() }).unwrap_err(),
+        ErrorCode::Exists
+    );
     // Non-exclusive create opens the existing file.
     assert_eq!(c.create("/d/f", CreateOptions::default()).unwrap().handle, file.handle);
     let stat = c.stat("/d/f").unwrap();
@@ -163,7 +166,10 @@ fn setattr_and_truncate() {
     use weft_proto::message::TimeSet;
     c.utimens("/t", Some(TimeSet::At(1_000_000_000)), Some(TimeSet::At(2_000_000_000))).unwrap();
     let stat = c.stat("/t").unwrap();
-    assert_eq!((stat.mode, stat.uid, stat.gid, stat.atime_ns, stat.mtime_ns), (0o600, 5, 6, 1_000_000_000, 2_000_000_000));
+    assert_eq!(
+        (stat.mode, stat.uid, stat.gid, stat.atime_ns, stat.mtime_ns),
+        (0o600, 5, 6, 1_000_000_000, 2_000_000_000)
+    );
     // An explicit older mtime sticks on a file with data, until data is written again.
     c.write_at(&f, 0, b"data").unwrap();
     c.utimens("/t", None, Some(TimeSet::At(3_000_000_000))).unwrap();
@@ -182,7 +188,9 @@ fn directory_default_striping_is_inherited() {
     c.set_default_distribution("/wide", d).unwrap();
     let f = c.create("/wide/f", CreateOptions::default()).unwrap();
     assert_eq!(f.layout.distribution, d);
-    let g = c.create("/wide/g", CreateOptions { stripe_count: Some(3), strip_bytes: Some(1000), ..Default::default() }).unwrap();
+    let g = c
+        .create("/wide/g", CreateOptions { stripe_count: Some(3), strip_bytes: Some(1000), ..Default::default() })
+        .unwrap();
     assert_eq!(g.layout.distribution.stripe_count, 3);
     assert_eq!(g.layout.distribution.strip_bytes, 1000);
     // Subdirectories inherit the default too.
@@ -223,10 +231,18 @@ fn request_counts_of_client_driven_operations() {
             c.counters().since(&before).total_requests()
         };
         // Parent resolution of "/f" costs nothing (the root is known).
-        assert_eq!(count(&|| drop(c.create("/f", CreateOptions { exclusive: true, ..Default::default() }).unwrap())), n + 4);
+        assert_eq!(
+            count(&|| drop(c.create("/f", CreateOptions { exclusive: true, ..Default::default() }).unwrap())),
+            n + 4
+        );
         assert_eq!(count(&|| drop(c.stat("/f").unwrap())), 2 + n, "lookup, getattr, one size request per data server");
         assert_eq!(count(&|| c.unlink("/f").unwrap()), n + 3);
-        assert_eq!(count(&|| { c.mkdir("/d", 0o755).unwrap(); }), 3);
+        assert_eq!(
+            count(&|| {
+                c.mkdir("/d", 0o755).unwrap();
+            }),
+            3
+        );
         assert_eq!(count(&|| c.rmdir("/d").unwrap()), 4, "lookup, parent getattr, remove object, remove entry");
         assert_eq!(count(&|| drop(c.statfs().unwrap())), n);
     }

@@ -14,12 +14,8 @@ use weft_proto::message::{DatatypeAccess, Request};
 use weft_proto::ErrorCode;
 use weft_testkit::{Cluster, ClusterOptions};
 
-const METHODS: [IoMethod; 4] = [
-    IoMethod::Posix,
-    IoMethod::List { regions_per_request: 3 },
-    IoMethod::LIST_DEFAULT,
-    IoMethod::Datatype,
-];
+const METHODS: [IoMethod; 4] =
+    [IoMethod::Posix, IoMethod::List { regions_per_request: 3 }, IoMethod::LIST_DEFAULT, IoMethod::Datatype];
 
 fn create(c: &BlockingClient, path: &str, stripe_count: u32) -> File {
     c.create(path, CreateOptions { stripe_count: Some(stripe_count), ..Default::default() }).unwrap()
@@ -73,7 +69,8 @@ fn random_lists_all_methods_match_model() {
         let memory = MemoryLayout::List(&memory_regions);
         let access = FileAccess::List(&file_regions);
         for (method, file) in METHODS.iter().zip(&files) {
-            c.write_noncontig(file, *method, &buffer, memory, access).unwrap_or_else(|e| panic!("seed {seed} {method:?}: {e:?}"));
+            c.write_noncontig(file, *method, &buffer, memory, access)
+                .unwrap_or_else(|e| panic!("seed {seed} {method:?}: {e:?}"));
         }
         let pieces = weft_dataloop::regions::zip_lists(&memory_regions, &file_regions).unwrap();
         for p in &pieces {
@@ -95,8 +92,14 @@ fn random_lists_all_methods_match_model() {
         }
         for (method, file) in METHODS.iter().zip(&files) {
             let mut got = vec![0xAAu8; read_len];
-            c.read_noncontig(file, *method, &mut got, MemoryLayout::List(&read_memory), FileAccess::List(&read_regions))
-                .unwrap();
+            c.read_noncontig(
+                file,
+                *method,
+                &mut got,
+                MemoryLayout::List(&read_memory),
+                FileAccess::List(&read_regions),
+            )
+            .unwrap();
             assert!(got == expected, "seed {seed}: {method:?} read differs from the model");
         }
     }
@@ -208,11 +211,24 @@ fn exact_request_counts() {
     let small = &file_regions[..1000];
     let small_memory = [Region::new(0, 8000)];
     let before = c.counters();
-    c.write_noncontig(&file, IoMethod::List { regions_per_request: 64 }, &data[..8000], MemoryLayout::List(&small_memory), FileAccess::List(small))
-        .unwrap();
+    c.write_noncontig(
+        &file,
+        IoMethod::List { regions_per_request: 64 },
+        &data[..8000],
+        MemoryLayout::List(&small_memory),
+        FileAccess::List(small),
+    )
+    .unwrap();
     assert_eq!(c.counters().since(&before).requests_of("write_list"), 16);
     let before = c.counters();
-    c.write_noncontig(&file, IoMethod::Posix, &data[..8000], MemoryLayout::List(&small_memory), FileAccess::List(small)).unwrap();
+    c.write_noncontig(
+        &file,
+        IoMethod::Posix,
+        &data[..8000],
+        MemoryLayout::List(&small_memory),
+        FileAccess::List(small),
+    )
+    .unwrap();
     let spent = c.counters().since(&before);
     assert_eq!((spent.requests_of("write"), spent.total_requests()), (1000, 1000));
 }
@@ -265,7 +281,8 @@ fn fixture_flash_checkpoint() {
     let all_vars: Vec<i64> = (0..24).map(|v| v * 8).collect();
     let memory_type = Dataloop::hindexed_block(1, &all_vars, &variable(0)).unwrap();
     let (processes, per_process) = (2u64, 80 * 4096u64);
-    let file_type = Dataloop::hvector(24, 1, (processes * per_process) as i64, &Dataloop::bytes(per_process).unwrap()).unwrap();
+    let file_type =
+        Dataloop::hvector(24, 1, (processes * per_process) as i64, &Dataloop::bytes(per_process).unwrap()).unwrap();
     let value = |p: u64, v: u64, b: u64, z: u64, y: u64, x: u64| ((((p * 24 + v) * 80 + b) * 8 + z) * 8 + y) * 8 + x;
     let mut unk = vec![0xFFu8; 24 * 16 * 16 * 16 * 80 * 8];
     for p in 0..processes {
@@ -275,7 +292,8 @@ fn fixture_flash_checkpoint() {
                     for x in 0..8 {
                         for v in 0..24 {
                             let cell = (((b * 16 + z + 4) * 16 + y + 4) * 16 + x + 4) * 24 + v;
-                            unk[cell as usize * 8..cell as usize * 8 + 8].copy_from_slice(&double_at(value(p, v, b, z, y, x)));
+                            unk[cell as usize * 8..cell as usize * 8 + 8]
+                                .copy_from_slice(&double_at(value(p, v, b, z, y, x)));
                         }
                     }
                 }
@@ -341,10 +359,12 @@ fn fixture_tile_reader() {
     }
     let all = read_all(&c, &file, (width * height * 3) as usize);
     assert_eq!(all.len() as u64, width * height * 3);
-    let ok = (0..height).all(|r| (0..width).all(|x| {
-        let at = ((r * width + x) * 3) as usize;
-        all[at..at + 3] == pixel_value(r, x)
-    }));
+    let ok = (0..height).all(|r| {
+        (0..width).all(|x| {
+            let at = ((r * width + x) * 3) as usize;
+            all[at..at + 3] == pixel_value(r, x)
+        })
+    });
     assert!(ok, "frame differs");
 }
 
@@ -376,9 +396,9 @@ fn hostile_datatype_requests_get_errors_and_server_keeps_serving() {
         access(vec![0xAB; 1000], 1, 80, 0),
         access(truncated, 1, 80, 0),
         access(garbage, 1, 80, 0),
-        access(good.clone(), u64::MAX, 80, 0),       // size overflows
-        access(good.clone(), 1, 81, 0),              // beyond the access
-        access(good.clone(), 1, 80, 7),              // stripe index out of range
+        access(good.clone(), u64::MAX, 80, 0), // size overflows
+        access(good.clone(), 1, 81, 0),        // beyond the access
+        access(good.clone(), 1, 80, 7),        // stripe index out of range
         access(good.clone(), 1, u64::MAX, 0),
     ];
     for (i, a) in cases.into_iter().enumerate() {

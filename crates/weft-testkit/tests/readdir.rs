@@ -13,7 +13,8 @@ const ENTRIES: usize = 100_000;
 
 #[test]
 fn listing_100k_entries_while_others_unlink_and_create() {
-    let cluster = Cluster::start(ClusterOptions { servers: 2, metadata_sync: MetadataSync::Commit, ..Default::default() });
+    let cluster =
+        Cluster::start(ClusterOptions { servers: 2, metadata_sync: MetadataSync::Commit, ..Default::default() });
     let setup = cluster.client();
     let dir = setup.mkdir("/big", 0o755).unwrap();
     let client = setup.client().clone();
@@ -69,7 +70,12 @@ fn listing_100k_entries_while_others_unlink_and_create() {
         .map(|i| format!("e{i:06}"))
         .filter(|name| !removed.contains(name) && !seen.contains_key(name))
         .collect();
-    assert!(missing.is_empty(), "{} surviving entries not listed, e.g. {:?}", missing.len(), &missing[..missing.len().min(5)]);
+    assert!(
+        missing.is_empty(),
+        "{} surviving entries not listed, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
     assert!(!removed.is_empty());
     // A final listing matches the survivors exactly.
     let final_names: HashSet<String> = setup.readdir("/big").unwrap().into_iter().map(|e| e.name).collect();

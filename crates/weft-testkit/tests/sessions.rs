@@ -271,7 +271,10 @@ fn bad_input_gets_clear_errors_and_restart_forgets_sessions() {
     assert_eq!(client.session_close(&bogus), Err(ErrorCode::Stale));
     assert_eq!(client.lock(&session, &[(0, 0)], LockMode::Shared, Duration::ZERO), Err(ErrorCode::Invalid));
     assert_eq!(client.lock(&session, &[], LockMode::Shared, Duration::ZERO), Err(ErrorCode::Invalid));
-    assert_eq!(client.lock(&session, &[(u64::MAX - 10, 100)], LockMode::Shared, Duration::ZERO), Err(ErrorCode::TooBig));
+    assert_eq!(
+        client.lock(&session, &[(u64::MAX - 10, 100)], LockMode::Shared, Duration::ZERO),
+        Err(ErrorCode::TooBig)
+    );
     assert_eq!(client.lock(&session, &[(1 << 63, 1)], LockMode::Exclusive, Duration::ZERO), Err(ErrorCode::TooBig));
     assert_eq!(client.unlock(&session, 999), Err(ErrorCode::Invalid));
     client.pointer_set(&session, 100).unwrap();
@@ -282,17 +285,21 @@ fn bad_input_gets_clear_errors_and_restart_forgets_sessions() {
     assert_eq!(client.session_open(root, Duration::ZERO), Err(ErrorCode::IsDir));
     let datafile = file.layout.datafiles[0];
     let owner = client.client().server_of(datafile).unwrap();
-    let misrouted = client.block_on(client.client().call(owner, weft_proto::message::Request::SessionOpen { handle: datafile, lease_ms: 0 }));
+    let misrouted = client.block_on(
+        client.client().call(owner, weft_proto::message::Request::SessionOpen { handle: datafile, lease_ms: 0 }),
+    );
     assert_eq!(misrouted, Err(ErrorCode::Invalid), "a datafile is not a file");
     let elsewhere = (0..2).find(|s| *s != client.client().server_of(file.handle).unwrap()).unwrap();
-    let wrong_server = client
-        .block_on(client.client().call(elsewhere, weft_proto::message::Request::SessionOpen { handle: file.handle, lease_ms: 0 }));
+    let wrong_server = client.block_on(
+        client.client().call(elsewhere, weft_proto::message::Request::SessionOpen { handle: file.handle, lease_ms: 0 }),
+    );
     assert_eq!(wrong_server, Err(ErrorCode::Stale));
     // A huge number of ranges is coarsened by the client; the raw request is refused.
     let many: Vec<(u64, u64)> = (0..70_000u64).map(|i| (i * 4, 2)).collect();
     let coarse = client.lock(&session, &many, LockMode::Exclusive, Duration::ZERO).unwrap();
     client.unlock(&session, coarse).unwrap();
-    let raw = weft_proto::message::Request::LockAcquire { session: session.id, ranges: many, exclusive: true, wait_ms: 0 };
+    let raw =
+        weft_proto::message::Request::LockAcquire { session: session.id, ranges: many, exclusive: true, wait_ms: 0 };
     let server = client.client().server_of(file.handle).unwrap();
     assert_eq!(client.block_on(client.client().call(server, raw)), Err(ErrorCode::Invalid));
 

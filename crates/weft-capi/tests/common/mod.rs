@@ -89,4 +89,3 @@ pub fn run_bounded(command: &mut Command) -> Output {
     }
     child.wait_with_output().expect("collect example output")
 }
-

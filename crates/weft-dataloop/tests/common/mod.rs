@@ -19,18 +19,15 @@ fn expand(specs: &[NodeSpec], index: usize, origin: i128, out: &mut Vec<(i128, u
     let blocks: Vec<(i128, u64, usize)> = match kind {
         Kind::Bytes { .. } => unreachable!(),
         Kind::Contig { count, child } => vec![(0, *count, *child as usize)],
-        Kind::Vector { count, blocklength, stride_bytes, child } => (0..*count)
-            .map(|b| (b as i128 * *stride_bytes as i128, *blocklength, *child as usize))
-            .collect(),
-        Kind::BlockIndexed { blocklength, displacements_bytes, child } => displacements_bytes
-            .iter()
-            .map(|d| (*d as i128, *blocklength, *child as usize))
-            .collect(),
-        Kind::Indexed { blocklengths, displacements_bytes, child } => blocklengths
-            .iter()
-            .zip(displacements_bytes)
-            .map(|(b, d)| (*d as i128, *b, *child as usize))
-            .collect(),
+        Kind::Vector { count, blocklength, stride_bytes, child } => {
+            (0..*count).map(|b| (b as i128 * *stride_bytes as i128, *blocklength, *child as usize)).collect()
+        }
+        Kind::BlockIndexed { blocklength, displacements_bytes, child } => {
+            displacements_bytes.iter().map(|d| (*d as i128, *blocklength, *child as usize)).collect()
+        }
+        Kind::Indexed { blocklengths, displacements_bytes, child } => {
+            blocklengths.iter().zip(displacements_bytes).map(|(b, d)| (*d as i128, *b, *child as usize)).collect()
+        }
         Kind::Struct { blocklengths, displacements_bytes, children } => blocklengths
             .iter()
             .zip(displacements_bytes)
@@ -176,11 +173,7 @@ pub fn arb_expr_depth(depth: usize) -> BoxedStrategy<Expr> {
         ),
         (prop::collection::vec((small_count(3), -20i64..40, any_child), 1..4), any::<bool>())
             .prop_map(|(blocks, same_child)| Expr::Struct { blocks, same_child }),
-        (-10i64..10, -6i64..30, boxed).prop_map(|(lb, extent, child)| Expr::Resized {
-            lb,
-            extent,
-            child
-        }),
+        (-10i64..10, -6i64..30, boxed).prop_map(|(lb, extent, child)| Expr::Resized { lb, extent, child }),
     ]
     .boxed()
 }
@@ -208,11 +201,7 @@ fn arb_node(index: usize) -> BoxedStrategy<NodeSpec> {
             Kind::Vector { count, blocklength, stride_bytes, child }
         }),
         (0u64..3, prop::collection::vec(-16i64..16, 0..3), child.clone()).prop_map(
-            |(blocklength, displacements_bytes, child)| Kind::BlockIndexed {
-                blocklength,
-                displacements_bytes,
-                child
-            }
+            |(blocklength, displacements_bytes, child)| Kind::BlockIndexed { blocklength, displacements_bytes, child }
         ),
         (prop::collection::vec((0u64..3, -16i64..16), 0..3), child.clone()).prop_map(|(blocks, child)| {
             Kind::Indexed {

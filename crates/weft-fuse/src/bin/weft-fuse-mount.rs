@@ -24,7 +24,15 @@ struct Args {
 }
 
 fn parse() -> Result<Args, String> {
-    let mut args = Args { config: None, mountpoint: None, daemon: false, umount: false, lazy: false, log: None, options: MountOptions::default() };
+    let mut args = Args {
+        config: None,
+        mountpoint: None,
+        daemon: false,
+        umount: false,
+        lazy: false,
+        log: None,
+        options: MountOptions::default(),
+    };
     let mut words = std::env::args().skip(1);
     while let Some(word) = words.next() {
         let mut value = || words.next().ok_or_else(|| format!("{word} needs a value"));
@@ -51,7 +59,8 @@ fn run(args: Args) -> Result<(), String> {
     if args.umount {
         return weft_fuse::umount(&mountpoint, args.lazy);
     }
-    let config_path = args.config.or_else(|| std::env::var_os("WEFT_CONFIG").map(PathBuf::from)).ok_or("--config missing")?;
+    let config_path =
+        args.config.or_else(|| std::env::var_os("WEFT_CONFIG").map(PathBuf::from)).ok_or("--config missing")?;
     let config = weft_config::Config::load(&config_path).map_err(|e| e.to_string())?;
     if args.daemon {
         return weft_fuse::daemonize_then_mount(config, mountpoint, args.options, args.log);

@@ -64,7 +64,11 @@ pub fn profile_dir() -> PathBuf {
 }
 
 pub fn on_path(program: &str) -> bool {
-    Command::new("sh").args(["-c", &format!("command -v {program}")]).stdout(Stdio::null()).status().is_ok_and(|s| s.success())
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// Whether the flavour's tests can run here (panics if required but missing).
@@ -94,7 +98,11 @@ pub fn library(flavour: Flavour) -> PathBuf {
         if out.status.success() {
             Ok(())
         } else {
-            Err(format!("build-so.sh failed:\n{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+            Err(format!(
+                "build-so.sh failed:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ))
         }
     });
     if let Err(message) = built {
@@ -226,7 +234,6 @@ pub fn run_job_env(
         None => panic!("{} job timed out after {JOB_TIMEOUT:?}:\n{}\n{}", flavour.name(), output.stdout, output.stderr),
     }
 }
-
 
 pub fn weft_file_bytes(cluster: &Cluster, path: &str) -> Vec<u8> {
     let client = cluster.client();
