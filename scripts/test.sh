@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The test command: installs dependencies, builds everything optimized
+# The test command: installs dependencies, checks formatting and lints
+# (the lint set is in the workspace Cargo.toml), builds everything optimized
 # (tests start the real `weft` binary), runs every test, and prints one
 # summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/deps.sh
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --release --locked -- -D warnings
 cargo build --release --workspace --locked
 # In CI both MPI flavours are installed by deps.sh: their tests must run, not skip.
 if [ "${CI:-}" = "true" ]; then export WEFT_REQUIRE_MPI=1; fi

@@ -82,6 +82,7 @@ fn connect_reports_config_errors() {
 
 #[test]
 fn strerror_accepts_either_sign() {
+    // SAFETY: weft_strerror returns a static NUL-terminated string for any value.
     let text = |err| unsafe { CStr::from_ptr(weft_strerror(err)) }.to_str().unwrap().to_string();
     assert_eq!(text(-libc::ENOENT), "no such file or directory");
     assert_eq!(text(libc::ENOTEMPTY), "directory not empty");

@@ -203,6 +203,9 @@ pub fn run(config: Option<PathBuf>, command: BenchCommand) -> Result<(), String>
     }
 }
 
+/// A rank's file path and starting offset in one access pattern.
+type RankFile<'a> = Box<dyn Fn(u32) -> (String, u64) + 'a>;
+
 fn emit(json_output: bool, value: serde_json::Value) {
     if json_output {
         println!("{value}");
@@ -320,7 +323,7 @@ fn bench_io(config: Config, config_path: PathBuf, args: IoArgs) -> Result<(), St
         json!({"bench": "io", "method": "local_disk", "phase": "read", "caches": caches, "bytes": total, "transfer": args.transfer, "mib_per_s": disk_read}),
     );
     for pattern in patterns {
-        let (name, path_of): (&str, Box<dyn Fn(u32) -> (String, u64)>) = match pattern {
+        let (name, path_of): (&str, RankFile<'_>) = match pattern {
             Pattern::Shared => {
                 ("shared", Box::new(|r| ("/bench-io/shared".to_string(), r as u64 * args.size_per_proc)))
             }
@@ -599,6 +602,7 @@ fn load_average() -> f64 {
 // ---------- worker ----------
 
 fn cpu_seconds() -> f64 {
+    // SAFETY: rusage is plain integers, for which all-zero bytes are valid.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: getrusage fills the struct we pass.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };

@@ -35,6 +35,7 @@ struct ScatterTarget {
 // datafile, so concurrent writes never overlap, and the buffer outlives them
 // (the futures are joined before `read_at` returns).
 unsafe impl Send for ScatterTarget {}
+// SAFETY: as for `Send` above: shared use never writes overlapping bytes.
 unsafe impl Sync for ScatterTarget {}
 
 impl ScatterTarget {

@@ -460,7 +460,7 @@ fn locate_field(text: &str, field: &str) -> usize {
         let trimmed = line.trim();
         if let Some(table) = table {
             if trimmed == format!("[[{table}]]") || trimmed == format!("[{table}]") {
-                inside = index.map_or(true, |i| i == seen);
+                inside = index.is_none_or(|i| i == seen);
                 seen += 1;
                 continue;
             }
@@ -468,7 +468,8 @@ fn locate_field(text: &str, field: &str) -> usize {
                 inside = false;
             }
         }
-        if inside && key.map_or(true, |k| trimmed.starts_with(k) && trimmed[k.len()..].trim_start().starts_with('=')) {
+        let key_matches = |k: &str| trimmed.starts_with(k) && trimmed[k.len()..].trim_start().starts_with('=');
+        if inside && key.is_none_or(key_matches) {
             return number + 1;
         }
     }

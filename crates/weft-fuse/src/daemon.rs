@@ -189,6 +189,7 @@ impl Watchdog {
         // (setsid, signal, close, read, umount2, _exit) on data prepared before.
         match unsafe { libc::fork() } {
             -1 => Err(format!("fork: {}", std::io::Error::last_os_error())),
+            // SAFETY: the child, as said above: async-signal-safe calls only.
             0 => unsafe {
                 libc::setsid();
                 libc::signal(libc::SIGINT, libc::SIG_IGN);

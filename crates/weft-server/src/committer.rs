@@ -289,7 +289,7 @@ impl State {
             Persistence::Logged(wal) => {
                 let payload = if mutations.is_empty() { Some(Vec::new()) } else { Wal::encode(mutations) };
                 match payload {
-                    Some(payload) if !forced && !(due && self.dirty) && wal.has_room(payload.len() as u64) => {
+                    Some(payload) if !(forced || due && self.dirty) && wal.has_room(payload.len() as u64) => {
                         if !payload.is_empty() {
                             wal.append(&payload)?;
                         }

@@ -34,6 +34,9 @@ pub fn ensure_root(w: &Writer<'_>, now: TimeNs) -> ReplyResult {
     Ok(Reply::Done)
 }
 
+/// Fills the kind-specific fields of a new object's record.
+type FillRecord = Box<dyn FnOnce(&mut ObjectRecord)>;
+
 /// Creates an unnamed object on `target_id`.
 pub fn create_object(
     w: &Writer<'_>,
@@ -44,7 +47,7 @@ pub fn create_object(
     object: NewObject,
     now: TimeNs,
 ) -> ReplyResult {
-    let (kind, fill): (ObjectKind, Box<dyn FnOnce(&mut ObjectRecord)>) = match object {
+    let (kind, fill): (ObjectKind, FillRecord) = match object {
         NewObject::Metafile => (ObjectKind::Metafile, Box::new(|_| {})),
         NewObject::Datafile => (ObjectKind::Datafile, Box::new(|_| {})),
         NewObject::Directory { default_distribution, parent } => {

@@ -432,6 +432,7 @@ impl Service {
 fn statvfs(path: &std::path::Path) -> WeftResult<(u64, u64)> {
     use std::os::unix::ffi::OsStrExt;
     let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| ErrorCode::Invalid)?;
+    // SAFETY: statvfs is plain integers, for which all-zero bytes are valid.
     let mut out: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: c_path is a valid NUL-terminated string and out is a valid statvfs.
     let rc = unsafe { libc::statvfs(c_path.as_ptr(), &mut out) };

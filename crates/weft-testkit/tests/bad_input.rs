@@ -161,7 +161,7 @@ fn bad_bodies_and_handles_get_error_replies() {
     assert_eq!(raw.request(&Request::GetAttr { handle: Handle::new(77, 20).unwrap() }), Err(ErrorCode::Stale));
     assert_eq!(raw.request(&Request::Read { handle: Handle::ROOT, offset: 0, length: 10 }), Err(ErrorCode::Invalid));
     assert_eq!(raw.request(&Request::Read { handle: missing, offset: 0, length: 10 }), Err(ErrorCode::Stale));
-    assert_eq!(raw.request(&Request::Read { handle: file.handle, offset: u64::MAX - 5, length: 10 }).is_err(), true);
+    assert!(raw.request(&Request::Read { handle: file.handle, offset: u64::MAX - 5, length: 10 }).is_err());
     assert_eq!(raw.request(&Request::TruncateDatafile { handle: missing, local_size: 1 }), Err(ErrorCode::Stale));
     assert_eq!(raw.request(&Request::RemoveObject { handle: Handle::ROOT }), Err(ErrorCode::Busy));
     assert_eq!(raw.request(&Request::DatafileSizes { handles: vec![Handle::ROOT; 5000] }), Err(ErrorCode::Invalid));
