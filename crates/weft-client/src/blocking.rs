@@ -9,9 +9,9 @@ use weft_proto::message::{DirEntry, TimeSet};
 use weft_proto::{Distribution, Handle, WeftResult};
 
 use crate::client::{Client, ClientOptions, FsStatus, Stat};
-use crate::counters::Snapshot;
 use crate::io::File;
 use crate::namespace::CreateOptions;
+use weft_net::counters::Snapshot;
 
 /// A client with its own runtime.
 #[derive(Clone)]

@@ -14,10 +14,10 @@ use weft_proto::message::{
 };
 use weft_proto::{ErrorCode, Handle, WeftResult};
 
-use crate::counters::Snapshot;
-use crate::faults::FaultConfig;
-use crate::pool::{Pool, Timeouts};
-use crate::transport::Bulk;
+use weft_net::counters::Snapshot;
+use weft_net::faults::FaultConfig;
+use weft_net::pool::{Pool, Timeouts};
+use weft_net::transport::Bulk;
 
 /// How a client is set up.
 #[derive(Clone, Debug)]

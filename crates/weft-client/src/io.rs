@@ -13,7 +13,7 @@ use weft_proto::message::{FileLayout, Reply, Request};
 use weft_proto::{limits, Distribution, ErrorCode, Handle, WeftResult};
 
 use crate::client::Client;
-use crate::transport::Bulk;
+use weft_net::transport::Bulk;
 
 /// An open file: its metafile handle and layout. Servers keep no open state.
 #[derive(Clone, Debug, PartialEq, Eq)]

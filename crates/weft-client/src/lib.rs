@@ -1,10 +1,9 @@
 //! The Weft client library.
 //!
 //! Layout:
-//! - [`transport`]: one pipelined, flow-controlled connection to one server.
-//! - [`pool`]: connections to every server, reconnecting; counts every request.
-//! - [`faults`]: test-only fault injection (delay, fail N-th, drop connection).
-//! - [`counters`]: requests and bytes per server and per operation kind.
+//! - [`transport`], [`pool`], [`faults`], [`counters`]: the connection, the
+//!   pool of connections to every server, fault injection and request
+//!   counters, re-exported from `weft-net` (which servers share).
 //! - [`client`]: the [`Client`] type, attributes and statfs.
 //! - [`path`]: path resolution with symlinks.
 //! - [`namespace`]: client-driven create, remove, mkdir, rmdir, rename, readdir.
@@ -18,16 +17,14 @@
 pub mod access;
 pub mod blocking;
 pub mod client;
-pub mod counters;
-pub mod faults;
 pub mod io;
 pub mod namespace;
 pub mod noncontig;
 pub mod path;
 pub mod paths;
-pub mod pool;
 pub mod sessions;
-pub mod transport;
+
+pub use weft_net::{counters, faults, pool, transport};
 
 pub use blocking::BlockingClient;
 pub use client::{Client, ClientOptions, FsStatus, Stat};

@@ -40,7 +40,7 @@ use weft_proto::{ErrorCode, WeftResult};
 use crate::blocking::BlockingClient;
 use crate::client::Client;
 use crate::io::File;
-use crate::transport::Bulk;
+use weft_net::transport::Bulk;
 
 /// How a noncontiguous access goes over the wire (for comparison).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,7 +1,8 @@
 //! Servers as clients of each other: one connection pool per server to all
-//! the others, reusing the client's transport. Peer connections greet with
-//! `PeerHello`, so the receiving server admits their requests apart from
-//! client requests (`limits::PEER_REQUESTS_INFLIGHT_MAX` per connection).
+//! the others, over `weft-net` (the connection and pool clients use too).
+//! Peer connections greet with `PeerHello`, so the receiving server admits
+//! their requests apart from client requests
+//! (`limits::PEER_REQUESTS_INFLIGHT_MAX` per connection).
 //!
 //! Rules every caller follows (they are what keeps tree operations running
 //! in opposite directions from deadlocking): every call has a deadline
@@ -13,9 +14,9 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use weft_client::pool::{Pool, Timeouts};
-use weft_client::transport::Bulk;
 use weft_config::Config;
+use weft_net::pool::{Pool, Timeouts};
+use weft_net::transport::Bulk;
 use weft_proto::message::{ReplyResult, Request};
 use weft_proto::{ErrorCode, WeftResult};
 
