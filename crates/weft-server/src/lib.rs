@@ -8,8 +8,11 @@
 //! - [`namespace`]: namespace changes applied inside the committer's transaction.
 //! - [`perm`]: mode-bit checks.
 //! - [`scheduler`]: per-datafile ordering (I/O shared, truncate/remove exclusive).
-//! - [`service`]: the operations, independent of transport.
+//! - [`service`]: the server's state and its metadata operations.
 //! - [`connection`]: framing, flow control and request tasks for one socket.
+//! - [`link`]: what a request handler may do with its connection (data out, chunks in, credits).
+//! - [`dispatch`]: the one map from every request kind to its handler.
+//! - [`contiguous`]: `Read` and `Write` of one datafile range.
 //! - [`noncontig`]: list I/O and datatype I/O, one request per server.
 //! - [`sieve`]: the storage path of noncontiguous pieces (coalescing, sieving).
 //! - [`ranges`]: byte-range exclusion for sieving read-modify-writes.
@@ -27,7 +30,10 @@ pub mod aggregate;
 pub mod bytestream;
 pub mod committer;
 pub mod connection;
+pub mod contiguous;
 pub mod counters;
+pub mod dispatch;
+pub mod link;
 pub mod namespace;
 pub mod noncontig;
 pub mod peers;
