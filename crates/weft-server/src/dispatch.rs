@@ -151,3 +151,154 @@ pub async fn dispatch(service: &Arc<Service>, request: Request, link: &mut Link)
         Request::Counters => Ok(Reply::Counters(service.counters.snapshot())),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The dispatcher over a datafile store that fails on demand: a failed
+    //! write surfaces as its error code, leaves no scheduler entry or range
+    //! held, and the datafile keeps serving reads and writes afterwards.
+
+    use std::sync::atomic::{AtomicU8, Ordering};
+    use std::sync::Arc;
+
+    use tokio::sync::mpsc;
+    use weft_proto::frame::FrameKind;
+    use weft_proto::message::{Credentials, NewObject, Reply, ReplyResult, Request};
+    use weft_proto::{ErrorCode, Handle, WeftResult};
+
+    use super::dispatch;
+    use crate::datafiles::DatafileStore;
+    use crate::link::Link;
+    use crate::service::Service;
+
+    /// Fails every write with the armed code (0 = none).
+    struct FailingWrites {
+        inner: Arc<dyn DatafileStore>,
+        armed: Arc<AtomicU8>,
+    }
+
+    const ARMED_NONE: u8 = 0;
+    const ARMED_NO_SPACE: u8 = 1;
+    const ARMED_IO: u8 = 2;
+
+    impl DatafileStore for FailingWrites {
+        fn read_at(&self, handle: Handle, offset: u64, buf: &mut [u8]) -> WeftResult<usize> {
+            self.inner.read_at(handle, offset, buf)
+        }
+        fn write_at(&self, handle: Handle, offset: u64, data: &[u8]) -> WeftResult<()> {
+            match self.armed.load(Ordering::SeqCst) {
+                ARMED_NO_SPACE => Err(ErrorCode::NoSpace),
+                ARMED_IO => Err(ErrorCode::Io),
+                _ => self.inner.write_at(handle, offset, data),
+            }
+        }
+        fn stat(&self, handle: Handle) -> WeftResult<(u64, i64)> {
+            self.inner.stat(handle)
+        }
+        fn set_len(&self, handle: Handle, size: u64) -> WeftResult<()> {
+            self.inner.set_len(handle, size)
+        }
+        fn sync(&self, handle: Handle) -> WeftResult<()> {
+            self.inner.sync(handle)
+        }
+        fn remove(&self, handle: Handle) -> WeftResult<()> {
+            self.inner.remove(handle)
+        }
+        fn used_bytes(&self) -> WeftResult<u64> {
+            self.inner.used_bytes()
+        }
+    }
+
+    struct Harness {
+        service: Arc<Service>,
+        armed: Arc<AtomicU8>,
+        _dir: tempfile::TempDir,
+    }
+
+    async fn harness() -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        let config = weft_config::generate(&weft_config::GenOptions {
+            servers: 1,
+            host: "127.0.0.1".into(),
+            base_port: 1, // never listened on: the test calls the dispatcher directly
+            root: dir.path().to_path_buf(),
+            metadata_sync: weft_config::MetadataSync::None,
+        });
+        let armed = Arc::new(AtomicU8::new(ARMED_NONE));
+        let flag = armed.clone();
+        let service =
+            Service::open_with(config, 0, move |inner| Arc::new(FailingWrites { inner, armed: flag })).await.unwrap();
+        Harness { service, armed, _dir: dir }
+    }
+
+    /// Runs one request as a connection would; returns the reply and the
+    /// data frames the handler sent.
+    async fn run(service: &Arc<Service>, request: Request, upload: Option<Vec<u8>>) -> (ReplyResult, Vec<u8>) {
+        let (outgoing, mut frames) = mpsc::channel(1024);
+        let (_chunk_sender, chunks) = mpsc::channel(4);
+        let uploads = upload.is_some();
+        let mut link = Link::new(1, outgoing, upload.unwrap_or_default(), uploads.then_some(chunks));
+        let reply = dispatch(service, request, &mut link).await;
+        drop(link);
+        let mut data = Vec::new();
+        while let Some(frame) = frames.recv().await {
+            if frame.header.kind == FrameKind::Data {
+                data.extend_from_slice(&frame.payload);
+            }
+        }
+        (reply, data)
+    }
+
+    fn write(handle: Handle, offset: u64, length: u64) -> Request {
+        Request::Write { handle, offset, length }
+    }
+
+    #[tokio::test]
+    async fn failed_writes_surface_their_code_and_break_nothing() {
+        let h = harness().await;
+        let cred = Credentials { uid: 0, gid: 0, groups: Vec::new() };
+        let create = Request::CreateObject { cred, target_id: 0, mode: 0o644, object: NewObject::Datafile };
+        let Ok(Reply::Handle(datafile)) = run(&h.service, create, None).await.0 else { panic!("create") };
+        let first = vec![7u8; 4096];
+        let (reply, _) = run(&h.service, write(datafile, 0, 4096), Some(first.clone())).await;
+        assert_eq!(reply, Ok(Reply::Io { bytes: 4096, local_size: 4096 }));
+
+        for (armed, code) in [(ARMED_NO_SPACE, ErrorCode::NoSpace), (ARMED_IO, ErrorCode::Io)] {
+            h.armed.store(armed, Ordering::SeqCst);
+            let (reply, _) = run(&h.service, write(datafile, 4096, 4096), Some(vec![9u8; 4096])).await;
+            assert_eq!(reply, Err(code), "contiguous write");
+            let list = Request::WriteList { handle: datafile, regions: vec![(0, 8), (64, 8)], total_length: 16 };
+            let (reply, _) = run(&h.service, list, Some(vec![9u8; 16])).await;
+            assert_eq!(reply, Err(code), "list write (sieved)");
+        }
+        h.armed.store(ARMED_NONE, Ordering::SeqCst);
+        assert_eq!(h.service.scheduler.active_count(), 0);
+        assert_eq!(h.service.ranges.active_count(), 0);
+
+        // The bytes written before the faults are intact and the size unchanged.
+        let (reply, data) = run(&h.service, Request::Read { handle: datafile, offset: 0, length: 8192 }, None).await;
+        assert_eq!(reply, Ok(Reply::Io { bytes: 4096, local_size: 4096 }));
+        assert_eq!(data, first);
+        // And the datafile takes writes again.
+        let (reply, _) = run(&h.service, write(datafile, 4096, 4096), Some(vec![9u8; 4096])).await;
+        assert_eq!(reply, Ok(Reply::Io { bytes: 4096, local_size: 8192 }));
+    }
+
+    #[tokio::test]
+    async fn removed_datafile_is_forgotten() {
+        let h = harness().await;
+        let cred = Credentials { uid: 0, gid: 0, groups: Vec::new() };
+        let create = Request::CreateObject { cred, target_id: 0, mode: 0o644, object: NewObject::Datafile };
+        let Ok(Reply::Handle(datafile)) = run(&h.service, create, None).await.0 else { panic!("create") };
+        let (reply, _) = run(&h.service, write(datafile, 0, 4), Some(vec![1u8; 4])).await;
+        assert!(reply.is_ok());
+        assert!(h.service.bytestreams.is_known(datafile));
+        assert_eq!(run(&h.service, Request::RemoveObject { handle: datafile }, None).await.0, Ok(Reply::Done));
+        assert!(!h.service.bytestreams.is_known(datafile));
+        // The cached record and descriptor are gone with it.
+        let (reply, _) = run(&h.service, write(datafile, 0, 4), Some(vec![1u8; 4])).await;
+        assert_eq!(reply, Err(ErrorCode::Stale));
+        let (reply, _) = run(&h.service, Request::Read { handle: datafile, offset: 0, length: 4 }, None).await;
+        assert_eq!(reply, Err(ErrorCode::Stale));
+    }
+}

@@ -2,7 +2,9 @@
 //!
 //! Layout:
 //! - [`store`]: key/value records (objects, directory entries, counters) in redb.
-//! - [`bytestream`]: one local file per written datafile, positioned I/O.
+//! - [`datafiles`]: the one owner of datafile I/O ([`datafiles::DatafileStore`]), capacity, known records.
+//! - [`bytestream`]: the real datafile store: one local file per written datafile, cached descriptors.
+//! - [`nowait`]: page-cache-only reads (`RWF_NOWAIT`) that never block a runtime worker.
 //! - [`committer`]: the one writer of the store; group commit; object ids.
 //! - [`wal`]: the metadata write-ahead log that makes group commits durable.
 //! - [`namespace`]: namespace changes applied inside the committer's transaction.
@@ -32,10 +34,12 @@ pub mod committer;
 pub mod connection;
 pub mod contiguous;
 pub mod counters;
+pub mod datafiles;
 pub mod dispatch;
 pub mod link;
 pub mod namespace;
 pub mod noncontig;
+pub mod nowait;
 pub mod peers;
 pub mod perm;
 pub mod pools;

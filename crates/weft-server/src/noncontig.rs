@@ -25,7 +25,6 @@
 //! [`PIECES_PER_BATCH_MAX`] pieces and `CHUNK_BYTES_MAX` data bytes, plus a
 //! sieve window (see [`crate::sieve`]), plus the write window of chunks.
 
-use std::fs::File;
 use std::sync::Arc;
 
 use weft_dataloop::{BatchLimits, Cursor, Dataloop, StripeCursor, StripeFilter, StripePiece};
@@ -196,8 +195,6 @@ pub async fn write_datatype(
 async fn read(service: &Arc<Service>, link: &Link, handle: Handle, mut source: impl PieceSource) -> ReplyResult {
     let _guard = service.scheduler.shared(handle).await;
     service.check_datafile(handle).await?;
-    let path = service.bytestreams.path(handle);
-    let file: Arc<Option<File>> = Arc::new(blocking(move || sieve::open_read(&path)).await?);
     let mut sent = 0u64;
     loop {
         let mut pieces = Vec::new();
@@ -205,10 +202,10 @@ async fn read(service: &Arc<Service>, link: &Link, handle: Handle, mut source: i
         if bytes == 0 {
             break;
         }
-        let (service, file) = (service.clone(), file.clone());
+        let service = service.clone();
         let packed = blocking(move || {
             let mut packed = vec![0u8; bytes as usize];
-            sieve::read_pieces(file.as_ref().as_ref(), &pieces, &mut packed, &service.counters)?;
+            sieve::read_pieces(&service.bytestreams, handle, &pieces, &mut packed, &service.counters)?;
             Ok(packed)
         })
         .await?;
@@ -232,8 +229,6 @@ async fn write(
     let _guard = service.scheduler.shared(handle).await;
     service.check_datafile(handle).await?;
     service.bytestreams.check_space()?;
-    let path = service.bytestreams.path(handle);
-    let file = Arc::new(blocking(move || sieve::open_write(&path)).await?);
     let mut received = 0u64;
     while received < packed_length {
         let (stream_offset, payload) = link.next_chunk().await?;
@@ -244,7 +239,7 @@ async fn write(
         if stream_offset != received || packed_length - received < length {
             return Err(ErrorCode::Protocol);
         }
-        store(service, handle, &file, &mut source, Arc::new(payload)).await?;
+        store(service, handle, &mut source, Arc::new(payload)).await?;
         received += length;
         link.grant_credit().await;
     }
@@ -258,7 +253,6 @@ async fn write(
 async fn store(
     service: &Arc<Service>,
     handle: Handle,
-    file: &Arc<File>,
     source: &mut impl PieceSource,
     payload: Arc<Vec<u8>>,
 ) -> WeftResult<()> {
@@ -270,11 +264,11 @@ async fn store(
         if bytes == 0 {
             return Err(ErrorCode::Protocol); // more bytes sent than the access holds
         }
-        let (service, file, payload) = (service.clone(), file.clone(), payload.clone());
+        let (service, payload) = (service.clone(), payload.clone());
         let from = done as usize;
         blocking(move || {
             let packed = &payload[from..from + bytes as usize];
-            sieve::write_pieces(&file, handle, &pieces, packed, &service.ranges, &service.counters)
+            sieve::write_pieces(&service.bytestreams, handle, &pieces, packed, &service.ranges, &service.counters)
         })
         .await?;
         done += bytes;

@@ -14,6 +14,7 @@ use weft_proto::{limits, ErrorCode, Handle, WeftResult};
 
 use crate::bytestream::Bytestreams;
 use crate::committer::Committer;
+use crate::datafiles::{DatafileStore, Datafiles};
 use crate::namespace;
 use crate::perm::{self, EXEC, READ};
 use crate::scheduler::Scheduler;
@@ -27,8 +28,8 @@ pub struct Service {
     pub config: Config,
     /// Key/value store.
     pub store: Arc<Store>,
-    /// Datafile bytes.
-    pub bytestreams: Bytestreams,
+    /// Datafile bytes: the one owner of datafile I/O ([`crate::datafiles`]).
+    pub bytestreams: Datafiles,
     /// Namespace change queue.
     pub committer: Committer,
     /// Per-handle ordering.
@@ -60,9 +61,19 @@ pub fn now_ns() -> TimeNs {
 impl Service {
     /// Opens storage, starts the committer, creates the root if this server holds target 0.
     pub async fn open(config: Config, server_id: u32) -> WeftResult<Arc<Service>> {
+        Service::open_with(config, server_id, |store| store).await
+    }
+
+    /// As [`Service::open`], with the datafile store passed through `wrap`
+    /// (tests wrap the real store to inject faults).
+    pub async fn open_with(
+        config: Config,
+        server_id: u32,
+        wrap: impl FnOnce(Arc<dyn DatafileStore>) -> Arc<dyn DatafileStore>,
+    ) -> WeftResult<Arc<Service>> {
         let section = config.server(server_id).ok_or(ErrorCode::Invalid)?.clone();
         let store = Arc::new(Store::open(&section.storage)?);
-        let bytestreams = Bytestreams::open(&section.storage, section.capacity_bytes)?;
+        let bytestreams = Datafiles::new(wrap(Arc::new(Bytestreams::open(&section.storage)?)), section.capacity_bytes)?;
         let durable = config.durability.metadata_sync == MetadataSync::Commit;
         let config_for_peers = config.clone();
         let committer = Committer::start(store.clone(), &section.storage, durable, config.durability.commit_batch_max)?;
@@ -210,14 +221,21 @@ impl Service {
         Ok(DatafileStat { local_size, mtime_ns })
     }
 
-    /// Verifies that `handle` is a datafile stored here.
+    /// Verifies that `handle` is a datafile stored here. Call under the
+    /// handle's scheduler entry: a found record is remembered (see
+    /// [`crate::datafiles`]), so later requests skip the store.
     pub async fn check_datafile(self: &Arc<Self>, handle: Handle) -> WeftResult<()> {
         self.local(handle)?;
+        if self.bytestreams.is_known(handle) {
+            return Ok(());
+        }
         self.read(move |_, r| match r.object(handle)?.kind {
             ObjectKind::Datafile => Ok(()),
             _ => Err(ErrorCode::Invalid),
         })
-        .await
+        .await?;
+        self.bytestreams.remember(handle);
+        Ok(())
     }
 
     pub(crate) async fn truncate(self: &Arc<Self>, handle: Handle, local_size: u64) -> ReplyResult {
