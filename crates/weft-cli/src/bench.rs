@@ -298,6 +298,7 @@ fn bench_io(config: Config, config_path: PathBuf, args: IoArgs) -> Result<(), St
         runtime.block_on(async { Client::new(config.clone(), ClientOptions::default()) }).map_err(|e| e.to_string())?;
     let _ = runtime.block_on(client.mkdir_all("/bench-io", 0o755));
     let caches = if args.drop_caches { "cold" } else { "warm" };
+    let server_pids = local_server_pids(&config_path);
     let patterns: &[Pattern] = match args.pattern {
         Pattern::Both => &[Pattern::Shared, Pattern::FilePerProcess],
         p => std::slice::from_ref(match p {
@@ -352,19 +353,24 @@ fn bench_io(config: Config, config_path: PathBuf, args: IoArgs) -> Result<(), St
                     ]
                 })
                 .collect();
+            let servers_before = server_cpu_seconds(&server_pids);
             let (seconds, _) = run_phase(&config_path, per_worker)?;
+            let server_cpu = servers_before.zip(server_cpu_seconds(&server_pids)).map(|(before, after)| after - before);
             let rate = mib_per_s(total, seconds);
-            emit(
-                args.json,
-                json!({
+            let ops = total.div_ceil(args.transfer.max(1));
+            let mut result = json!({
                     "bench": "io", "method": "weft", "pattern": name, "phase": phase, "procs": args.procs,
                     "servers": config.servers.len(), "bytes": total, "transfer": args.transfer,
                     "caches": if phase == "read" { caches } else { "n/a" },
                     "mib_per_s": rate,
                     "ratio_to_loopback_tcp": (rate / tcp * 100.0).round() / 100.0,
                     "ratio_to_local_disk": (rate / if phase == "write" { disk_write } else { disk_read } * 100.0).round() / 100.0,
-                }),
-            );
+                    "ops_per_s": (ops as f64 / seconds).round(),
+            });
+            if let Some(server_cpu) = server_cpu {
+                result["server_cpu_us_per_op"] = json!((server_cpu / ops as f64 * 1e6 * 10.0).round() / 10.0);
+            }
+            emit(args.json, result);
         }
         for rank in 0..args.procs {
             let (path, _) = path_of(rank);

@@ -1,32 +1,39 @@
-//! The bytestream half of a server's storage: one local file per datafile
-//! that has been written, under `data/XX/HANDLE` (XX = low byte of the
-//! object id, so no directory grows past 1/256 of the files).
+//! The real [`DatafileStore`]: one local file per datafile that has been
+//! written, under `data/XX/HANDLE` (XX = low byte of the object id, so no
+//! directory grows past 1/256 of the files).
 //!
-//! Positioned I/O with `std::fs` (`pread`/`pwrite`); callers run these on
-//! the blocking thread pool. A datafile that was never written has no file:
-//! it reads as empty and has size 0.
-//!
-//! A server configured with `capacity_bytes` measures the space its
-//! datafiles occupy (once per status period, [`Bytestreams::measure_used`])
-//! and refuses writes with ENOSPC while that measure is at the limit.
+//! Positioned I/O with `std::fs` (`pread`/`pwrite`) on descriptors kept in
+//! a bounded cache ([`DESCRIPTORS_MAX`], least recently used evicted), so a
+//! datafile is opened once, not per request. Only reads and writes (which
+//! run under the datafile's scheduler entry) open and cache descriptors;
+//! `stat` and `sync` use a cached one or the path, so they never cache a
+//! descriptor of a file a concurrent remove is unlinking. `remove` drops the
+//! cached descriptor before unlinking, so a removed datafile's blocks are
+//! freed (and capacity accounting sees them free) as soon as the requests
+//! still using it finish. A datafile that was never written has no file: it
+//! reads as empty and has size 0.
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use weft_proto::{ErrorCode, Handle, WeftResult};
 
+use crate::datafiles::DatafileStore;
+
+/// Open datafile descriptors kept per server: a working set of 1024 files
+/// covers the benchmarks' and typical jobs' open files, and keeps descriptor
+/// use modest beside the sockets. Should the process's limit be hit anyway
+/// (`EMFILE`), half the cache is closed and the open retried once.
+pub const DESCRIPTORS_MAX: usize = 1024;
+
 /// The bytestream directory of one server.
-#[derive(Clone, Debug)]
 pub struct Bytestreams {
     root: PathBuf,
-    /// Configured capacity limit, if any.
-    capacity: Option<u64>,
-    /// Bytes the datafiles occupied at the last measurement.
-    used: Arc<AtomicU64>,
+    descriptors: Descriptors,
 }
 
 fn io_error(err: std::io::Error) -> ErrorCode {
@@ -34,26 +41,133 @@ fn io_error(err: std::io::Error) -> ErrorCode {
 }
 
 impl Bytestreams {
-    /// Uses (and creates) `storage/data`; `capacity` limits the bytes its
-    /// datafiles may occupy.
-    pub fn open(storage: &Path, capacity: Option<u64>) -> WeftResult<Bytestreams> {
+    /// Uses (and creates) `storage/data`.
+    pub fn open(storage: &Path) -> WeftResult<Bytestreams> {
+        Bytestreams::with_descriptors(storage, DESCRIPTORS_MAX)
+    }
+
+    /// As [`Bytestreams::open`] with at most `descriptors_max` cached descriptors.
+    pub fn with_descriptors(storage: &Path, descriptors_max: usize) -> WeftResult<Bytestreams> {
         let root = storage.join("data");
         std::fs::create_dir_all(&root).map_err(io_error)?;
-        let bytestreams = Bytestreams { root, capacity, used: Arc::new(AtomicU64::new(0)) };
-        if capacity.is_some() {
-            bytestreams.measure_used()?;
+        Ok(Bytestreams { root, descriptors: Descriptors::new(descriptors_max) })
+    }
+
+    /// Path of a datafile's local file.
+    pub fn path(&self, handle: Handle) -> PathBuf {
+        self.root.join(format!("{:02x}", handle.object_id() & 0xff)).join(format!("{:016x}", handle.0))
+    }
+
+    /// Descriptors currently cached (for tests).
+    pub fn descriptors_cached(&self) -> usize {
+        self.descriptors.len()
+    }
+
+    /// The datafile's descriptor, opened (and cached) if needed; `None` if
+    /// it was never written and `create` is false.
+    fn file(&self, handle: Handle, create: bool) -> WeftResult<Option<Arc<File>>> {
+        if let Some(file) = self.descriptors.get(handle) {
+            return Ok(Some(file));
         }
-        Ok(bytestreams)
+        let path = self.path(handle);
+        let options = || OpenOptions::new().read(true).write(true).create(create).clone();
+        let opened = match options().open(&path) {
+            Err(err) if matches!(err.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                drop(self.descriptors.evict_half());
+                options().open(&path)
+            }
+            opened => opened,
+        };
+        let file = match opened {
+            Ok(file) => file,
+            Err(err) if err.kind() == ErrorKind::NotFound && !create => return Ok(None),
+            Err(err) if err.kind() == ErrorKind::NotFound => {
+                std::fs::create_dir_all(path.parent().expect("sharded path has a parent")).map_err(io_error)?;
+                options().open(&path).map_err(io_error)?
+            }
+            Err(err) => return Err(io_error(err)),
+        };
+        let file = Arc::new(file);
+        self.descriptors.insert(handle, file.clone());
+        Ok(Some(file))
+    }
+}
+
+/// Reads until `buf` is full or end of file.
+fn read_full(file: &File, offset: u64, buf: &mut [u8]) -> WeftResult<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(err) if err.kind() == ErrorKind::Interrupted => continue,
+            Err(err) => return Err(io_error(err)),
+        }
+    }
+    Ok(done)
+}
+
+fn mtime_ns(meta: &std::fs::Metadata) -> i64 {
+    meta.mtime() * 1_000_000_000 + meta.mtime_nsec()
+}
+
+impl DatafileStore for Bytestreams {
+    fn read_at(&self, handle: Handle, offset: u64, buf: &mut [u8]) -> WeftResult<usize> {
+        match self.file(handle, false)? {
+            Some(file) => read_full(&file, offset, buf),
+            None => Ok(0),
+        }
     }
 
-    /// The configured capacity limit.
-    pub fn capacity(&self) -> Option<u64> {
-        self.capacity
+    fn try_read_at(&self, handle: Handle, offset: u64, buf: &mut [u8]) -> WeftResult<Option<usize>> {
+        // Opening may block (a directory lookup on disk): only cached descriptors.
+        let Some(file) = self.descriptors.get(handle) else { return Ok(None) };
+        crate::nowait::read_full_nowait(&file, offset, buf)
     }
 
-    /// Walks the datafiles and records (and returns) the bytes they occupy
-    /// (allocated blocks, so holes are free). Blocking.
-    pub fn measure_used(&self) -> WeftResult<u64> {
+    fn write_at(&self, handle: Handle, offset: u64, data: &[u8]) -> WeftResult<()> {
+        let file = self.file(handle, true)?.expect("created");
+        file.write_all_at(data, offset).map_err(io_error)
+    }
+
+    fn stat(&self, handle: Handle) -> WeftResult<(u64, i64)> {
+        let meta = match self.descriptors.get(handle) {
+            Some(file) => file.metadata(),
+            None => std::fs::metadata(self.path(handle)),
+        };
+        match meta {
+            Ok(meta) => Ok((meta.len(), mtime_ns(&meta))),
+            Err(err) if err.kind() == ErrorKind::NotFound => Ok((0, 0)),
+            Err(err) => Err(io_error(err)),
+        }
+    }
+
+    fn set_len(&self, handle: Handle, size: u64) -> WeftResult<()> {
+        let Some(file) = self.file(handle, size > 0)? else { return Ok(()) };
+        file.set_len(size).map_err(io_error)
+    }
+
+    fn sync(&self, handle: Handle) -> WeftResult<()> {
+        if let Some(file) = self.descriptors.get(handle) {
+            return file.sync_data().map_err(io_error);
+        }
+        match OpenOptions::new().write(true).open(self.path(handle)) {
+            Ok(file) => file.sync_data().map_err(io_error),
+            Err(err) if err.kind() == ErrorKind::NotFound => Ok(()),
+            Err(err) => Err(io_error(err)),
+        }
+    }
+
+    fn remove(&self, handle: Handle) -> WeftResult<()> {
+        self.descriptors.forget(handle);
+        match std::fs::remove_file(self.path(handle)) {
+            Ok(()) => Ok(()),
+            Err(err) if err.kind() == ErrorKind::NotFound => Ok(()),
+            Err(err) => Err(io_error(err)),
+        }
+    }
+
+    fn used_bytes(&self) -> WeftResult<u64> {
         let mut used = 0u64;
         for shard in std::fs::read_dir(&self.root).map_err(io_error)? {
             let shard = shard.map_err(io_error)?;
@@ -64,98 +178,124 @@ impl Bytestreams {
                 }
             }
         }
-        self.used.store(used, Ordering::Relaxed);
         Ok(used)
     }
+}
 
-    /// ENOSPC while the last measured usage is at the capacity limit.
-    pub fn check_space(&self) -> WeftResult<()> {
-        match self.capacity {
-            Some(limit) if self.used.load(Ordering::Relaxed) >= limit => Err(ErrorCode::NoSpace),
-            _ => Ok(()),
+/// A bounded cache of open descriptors, least recently used evicted.
+///
+/// Eviction drops the oldest eighth at once (one scan per `max / 8`
+/// inserts), so inserting stays cheap without a linked list.
+struct Descriptors {
+    table: Mutex<DescriptorTable>,
+    max: usize,
+}
+
+#[derive(Default)]
+struct DescriptorTable {
+    open: HashMap<Handle, (Arc<File>, u64)>,
+    clock: u64,
+}
+
+impl Descriptors {
+    fn new(max: usize) -> Descriptors {
+        Descriptors { table: Mutex::default(), max: max.max(1) }
+    }
+
+    fn len(&self) -> usize {
+        self.table.lock().expect("descriptor cache lock").open.len()
+    }
+
+    fn get(&self, handle: Handle) -> Option<Arc<File>> {
+        let mut table = self.table.lock().expect("descriptor cache lock");
+        table.clock += 1;
+        let now = table.clock;
+        table.open.get_mut(&handle).map(|(file, used)| {
+            *used = now;
+            file.clone()
+        })
+    }
+
+    fn insert(&self, handle: Handle, file: Arc<File>) {
+        let evicted = {
+            let mut table = self.table.lock().expect("descriptor cache lock");
+            let evicted = if table.open.len() >= self.max && !table.open.contains_key(&handle) {
+                table.evict_oldest((self.max / 8).max(1))
+            } else {
+                Vec::new()
+            };
+            table.clock += 1;
+            let now = table.clock;
+            table.open.insert(handle, (file, now));
+            evicted
+        };
+        drop(evicted); // closed outside the lock
+    }
+
+    fn evict_half(&self) -> Vec<Arc<File>> {
+        let mut table = self.table.lock().expect("descriptor cache lock");
+        let half = table.open.len().div_ceil(2);
+        table.evict_oldest(half)
+    }
+
+    fn forget(&self, handle: Handle) {
+        let removed = self.table.lock().expect("descriptor cache lock").open.remove(&handle);
+        drop(removed);
+    }
+}
+
+impl DescriptorTable {
+    fn evict_oldest(&mut self, count: usize) -> Vec<Arc<File>> {
+        let mut ages: Vec<(u64, Handle)> = self.open.iter().map(|(handle, (_, used))| (*used, *handle)).collect();
+        let count = count.min(ages.len());
+        if count < ages.len() {
+            ages.select_nth_unstable(count);
+        }
+        ages[..count].iter().filter_map(|(_, handle)| self.open.remove(handle).map(|(file, _)| file)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptor_cache_is_bounded_and_keeps_recent_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Bytestreams::with_descriptors(dir.path(), 16).unwrap();
+        for id in 1..=40u64 {
+            store.write_at(Handle(id), 0, &id.to_le_bytes()).unwrap();
+            // Handle 1 stays in use, so it is never the least recently used.
+            let mut buf = [0u8; 8];
+            assert_eq!(store.read_at(Handle(1), 0, &mut buf).unwrap(), 8);
+            assert!(store.descriptors_cached() <= 16);
+        }
+        assert!(store.descriptors.get(Handle(1)).is_some());
+        for id in 1..=40u64 {
+            let mut buf = [0u8; 8];
+            assert_eq!(store.read_at(Handle(id), 0, &mut buf).unwrap(), 8);
+            assert_eq!(u64::from_le_bytes(buf), id);
         }
     }
 
-    /// Path of a datafile's local file.
-    pub fn path(&self, handle: Handle) -> PathBuf {
-        self.root.join(format!("{:02x}", handle.object_id() & 0xff)).join(format!("{:016x}", handle.0))
-    }
-
-    fn open_existing(&self, handle: Handle) -> WeftResult<Option<File>> {
-        match File::open(self.path(handle)) {
-            Ok(file) => Ok(Some(file)),
-            Err(err) if err.kind() == ErrorKind::NotFound => Ok(None),
-            Err(err) => Err(io_error(err)),
-        }
-    }
-
-    fn open_for_write(&self, handle: Handle) -> WeftResult<File> {
-        let path = self.path(handle);
-        let options = || OpenOptions::new().write(true).create(true).clone();
-        match options().open(&path) {
-            Ok(file) => Ok(file),
-            Err(err) if err.kind() == ErrorKind::NotFound => {
-                std::fs::create_dir_all(path.parent().expect("sharded path has a parent")).map_err(io_error)?;
-                options().open(&path).map_err(io_error)
-            }
-            Err(err) => Err(io_error(err)),
-        }
-    }
-
-    /// Size and mtime (ns) of a datafile; (0, 0) if never written.
-    pub fn stat(&self, handle: Handle) -> WeftResult<(u64, i64)> {
-        match std::fs::metadata(self.path(handle)) {
-            Ok(meta) => Ok((meta.len(), meta.mtime() * 1_000_000_000 + meta.mtime_nsec())),
-            Err(err) if err.kind() == ErrorKind::NotFound => Ok((0, 0)),
-            Err(err) => Err(io_error(err)),
-        }
-    }
-
-    /// Reads up to `buf.len()` bytes at `offset`; returns bytes read (short at end).
-    pub fn read_at(&self, handle: Handle, offset: u64, buf: &mut [u8]) -> WeftResult<usize> {
-        let Some(file) = self.open_existing(handle)? else { return Ok(0) };
-        let mut done = 0;
-        while done < buf.len() {
-            match file.read_at(&mut buf[done..], offset + done as u64) {
-                Ok(0) => break,
-                Ok(n) => done += n,
-                Err(err) if err.kind() == ErrorKind::Interrupted => continue,
-                Err(err) => return Err(io_error(err)),
-            }
-        }
-        Ok(done)
-    }
-
-    /// Writes all of `data` at `offset`, creating the file on first write.
-    pub fn write_at(&self, handle: Handle, offset: u64, data: &[u8]) -> WeftResult<()> {
-        self.check_space()?;
-        let file = self.open_for_write(handle)?;
-        file.write_all_at(data, offset).map_err(io_error)
-    }
-
-    /// Sets the local size (truncate or extend with a hole).
-    pub fn set_len(&self, handle: Handle, size: u64) -> WeftResult<()> {
-        if size == 0 && self.open_existing(handle)?.is_none() {
-            return Ok(());
-        }
-        self.open_for_write(handle)?.set_len(size).map_err(io_error)
-    }
-
-    /// Makes a datafile's bytes durable (no-op if never written).
-    pub fn sync(&self, handle: Handle) -> WeftResult<()> {
-        match OpenOptions::new().write(true).open(self.path(handle)) {
-            Ok(file) => file.sync_data().map_err(io_error),
-            Err(err) if err.kind() == ErrorKind::NotFound => Ok(()),
-            Err(err) => Err(io_error(err)),
-        }
-    }
-
-    /// Deletes a datafile's local file, if any.
-    pub fn remove(&self, handle: Handle) -> WeftResult<()> {
-        match std::fs::remove_file(self.path(handle)) {
-            Ok(()) => Ok(()),
-            Err(err) if err.kind() == ErrorKind::NotFound => Ok(()),
-            Err(err) => Err(io_error(err)),
-        }
+    #[test]
+    fn remove_and_truncate_see_through_the_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Bytestreams::open(dir.path()).unwrap();
+        let h = Handle(7);
+        store.write_at(h, 0, &[1u8; 4096]).unwrap();
+        store.set_len(h, 100).unwrap();
+        assert_eq!(store.stat(h).unwrap().0, 100);
+        let mut buf = [0u8; 4096];
+        assert_eq!(store.read_at(h, 0, &mut buf).unwrap(), 100);
+        store.remove(h).unwrap();
+        assert_eq!(store.descriptors_cached(), 0);
+        assert!(!store.path(h).exists());
+        assert_eq!(store.stat(h).unwrap(), (0, 0));
+        assert_eq!(store.read_at(h, 0, &mut buf).unwrap(), 0);
+        // Written again after removal: a new file, not the unlinked one.
+        store.write_at(h, 0, b"again").unwrap();
+        assert_eq!(std::fs::read(store.path(h)).unwrap(), b"again");
+        assert_eq!(store.used_bytes().unwrap() > 0, true);
     }
 }

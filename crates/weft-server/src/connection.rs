@@ -1,4 +1,7 @@
-//! One client (or peer) connection: a reader loop and a writer task.
+//! One client (or peer) connection: framing, flow control and admission;
+//! a reader loop and a writer task. What a request means is
+//! [`crate::dispatch`]'s business: each admitted request runs in its own
+//! task, which calls the dispatcher with a [`Link`] to this connection.
 //!
 //! The reader never blocks on a slow request: each request runs in its own
 //! task, bulk chunks of a write go to that request's bounded channel, and
@@ -21,10 +24,11 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use weft_proto::frame::{read_frame, write_frame, Frame, FrameKind};
-use weft_proto::limits::{self, CHUNK_BYTES_MAX, PROTOCOL_VERSION, REQUESTS_INFLIGHT_MAX, WRITE_WINDOW_CHUNKS};
+use weft_proto::limits::{self, PROTOCOL_VERSION, REQUESTS_INFLIGHT_MAX, WRITE_WINDOW_CHUNKS};
 use weft_proto::message::{self, Reply, ReplyResult, Request};
-use weft_proto::{ErrorCode, Handle, WeftResult};
+use weft_proto::ErrorCode;
 
+use crate::link::Link;
 use crate::service::Service;
 
 /// Frames queued for the writer task before request tasks wait.
@@ -188,25 +192,9 @@ struct RequestTask {
 impl RequestTask {
     async fn run(self, request: Request, first_chunk: Vec<u8>, chunks: Option<mpsc::Receiver<Frame>>) {
         let kind = request.kind_name();
-        let link =
-            crate::noncontig::Link { service: &self.service, outgoing: &self.outgoing, request_id: self.request_id };
-        let reply = match (request, chunks) {
-            (Request::ReadList { handle, regions, total_length }, _) => {
-                link.read_list(handle, regions, total_length).await
-            }
-            (Request::WriteList { handle, regions, total_length }, Some(chunks)) => {
-                link.write_list(handle, regions, total_length, first_chunk, chunks).await
-            }
-            (Request::ReadDatatype { access }, _) => link.read_datatype(access).await,
-            (Request::WriteDatatype { access, packed_length }, Some(chunks)) => {
-                link.write_datatype(access, packed_length, first_chunk, chunks).await
-            }
-            (Request::Write { handle, offset, length }, Some(chunks)) => {
-                self.write(handle, offset, length, first_chunk, chunks).await
-            }
-            (Request::Read { handle, offset, length }, _) => self.read(handle, offset, length).await,
-            (request, _) => self.service.handle(request).await,
-        };
+        let mut link = Link::new(self.request_id, self.outgoing.clone(), first_chunk, chunks);
+        let reply = crate::dispatch::dispatch(&self.service, request, &mut link).await;
+        drop(link);
         if let Ok(Reply::Io { bytes, .. }) = &reply {
             self.service.counters.bytes(kind, *bytes);
         }
@@ -216,134 +204,5 @@ impl RequestTask {
         // client that keeps exactly the limit in flight is never refused.
         self.inflight.fetch_sub(1, Ordering::AcqRel);
         let _ = self.outgoing.send(reply_frame(self.request_id, &reply)).await;
-    }
-
-    async fn write(
-        &self,
-        handle: Handle,
-        offset: u64,
-        length: u64,
-        first_chunk: Vec<u8>,
-        mut chunks: mpsc::Receiver<Frame>,
-    ) -> ReplyResult {
-        check_range(offset, length)?;
-        let _guard = self.service.scheduler.shared(handle).await;
-        self.service.check_datafile(handle).await?;
-        let mut received = 0u64;
-        let mut local_size = None;
-        let mut next = Some((0u64, first_chunk));
-        while received < length {
-            let (stream_offset, payload) = match next.take() {
-                Some(chunk) => chunk,
-                None => {
-                    let frame = chunks.recv().await.ok_or(ErrorCode::Unreachable)?;
-                    (frame.header.aux, frame.payload)
-                }
-            };
-            if payload.is_empty() && length > 0 {
-                continue;
-            }
-            let end = stream_offset.checked_add(payload.len() as u64).ok_or(ErrorCode::Protocol)?;
-            if end > length {
-                return Err(ErrorCode::Protocol);
-            }
-            received += payload.len() as u64;
-            let last = received == length;
-            local_size = self.store_chunk(handle, offset + stream_offset, payload, last).await?;
-            let _ = self.outgoing.send(Frame::credit(self.request_id, 1)).await;
-        }
-        let local_size = match local_size {
-            Some(size) => size,
-            None => self.local_size(handle).await?,
-        };
-        Ok(Reply::Io { bytes: length, local_size })
-    }
-
-    /// Writes one chunk on the blocking pool; with `then_size`, also
-    /// returns the datafile's local size in the same hand-off (the last
-    /// chunk of a request, saving the reply its own trip to the pool).
-    async fn store_chunk(
-        &self,
-        handle: Handle,
-        offset: u64,
-        payload: Vec<u8>,
-        then_size: bool,
-    ) -> WeftResult<Option<u64>> {
-        let service = self.service.clone();
-        tokio::task::spawn_blocking(move || {
-            // Shared: excludes only overlapping sieving read-modify-writes (see crate::ranges).
-            let end = offset.saturating_add(payload.len() as u64);
-            let _range = service.ranges.lock(handle, offset, end, crate::ranges::RangeMode::Shared);
-            service.counters.syscalls(1);
-            service.bytestreams.write_at(handle, offset, &payload)?;
-            if then_size {
-                Ok(Some(service.bytestreams.stat(handle)?.0))
-            } else {
-                Ok(None)
-            }
-        })
-        .await
-        .map_err(|_| ErrorCode::Io)?
-    }
-
-    async fn local_size(&self, handle: Handle) -> WeftResult<u64> {
-        let service = self.service.clone();
-        let (size, _) = tokio::task::spawn_blocking(move || service.bytestreams.stat(handle))
-            .await
-            .map_err(|_| ErrorCode::Io)??;
-        Ok(size)
-    }
-
-    async fn read(&self, handle: Handle, offset: u64, length: u64) -> ReplyResult {
-        check_range(offset, length)?;
-        let _guard = self.service.scheduler.shared(handle).await;
-        self.service.check_datafile(handle).await?;
-        let mut done = 0u64;
-        let mut local_size = None;
-        while done < length {
-            let want = (length - done).min(CHUNK_BYTES_MAX as u64) as usize;
-            let service = self.service.clone();
-            let at = offset + done;
-            let last = done + want as u64 == length;
-            // The local size comes with the last (or a short) chunk, in the
-            // same trip to the blocking pool.
-            let (chunk, size) = tokio::task::spawn_blocking(move || {
-                let mut buf = vec![0u8; want];
-                service.counters.syscalls(1);
-                let n = service.bytestreams.read_at(handle, at, &mut buf)?;
-                buf.truncate(n);
-                let size = if last || n < want { Some(service.bytestreams.stat(handle)?.0) } else { None };
-                Ok::<_, ErrorCode>((buf, size))
-            })
-            .await
-            .map_err(|_| ErrorCode::Io)??;
-            local_size = size;
-            let got = chunk.len();
-            if got > 0 {
-                self.outgoing
-                    .send(Frame::data(self.request_id, done, chunk))
-                    .await
-                    .map_err(|_| ErrorCode::Unreachable)?;
-            }
-            done += got as u64;
-            if got < want {
-                break;
-            }
-        }
-        let local_size = match local_size {
-            Some(size) => size,
-            None => self.local_size(handle).await?,
-        };
-        Ok(Reply::Io { bytes: done, local_size })
-    }
-}
-
-fn check_range(offset: u64, length: u64) -> WeftResult<()> {
-    if length > limits::IO_BYTES_MAX {
-        return Err(ErrorCode::Invalid);
-    }
-    match offset.checked_add(length) {
-        Some(end) if end <= limits::FILE_BYTES_MAX => Ok(()),
-        _ => Err(ErrorCode::TooBig),
     }
 }

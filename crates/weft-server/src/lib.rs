@@ -2,14 +2,19 @@
 //!
 //! Layout:
 //! - [`store`]: key/value records (objects, directory entries, counters) in redb.
-//! - [`bytestream`]: one local file per written datafile, positioned I/O.
+//! - [`datafiles`]: the one owner of datafile I/O ([`datafiles::DatafileStore`]), capacity, known records.
+//! - [`bytestream`]: the real datafile store: one local file per written datafile, cached descriptors.
+//! - [`nowait`]: page-cache-only reads (`RWF_NOWAIT`) that never block a runtime worker.
 //! - [`committer`]: the one writer of the store; group commit; object ids.
 //! - [`wal`]: the metadata write-ahead log that makes group commits durable.
 //! - [`namespace`]: namespace changes applied inside the committer's transaction.
 //! - [`perm`]: mode-bit checks.
 //! - [`scheduler`]: per-datafile ordering (I/O shared, truncate/remove exclusive).
-//! - [`service`]: the operations, independent of transport.
+//! - [`service`]: the server's state and its metadata operations.
 //! - [`connection`]: framing, flow control and request tasks for one socket.
+//! - [`link`]: what a request handler may do with its connection (data out, chunks in, credits).
+//! - [`dispatch`]: the one map from every request kind to its handler.
+//! - [`contiguous`]: `Read` and `Write` of one datafile range.
 //! - [`noncontig`]: list I/O and datatype I/O, one request per server.
 //! - [`sieve`]: the storage path of noncontiguous pieces (coalescing, sieving).
 //! - [`ranges`]: byte-range exclusion for sieving read-modify-writes.
@@ -27,9 +32,14 @@ pub mod aggregate;
 pub mod bytestream;
 pub mod committer;
 pub mod connection;
+pub mod contiguous;
 pub mod counters;
+pub mod datafiles;
+pub mod dispatch;
+pub mod link;
 pub mod namespace;
 pub mod noncontig;
+pub mod nowait;
 pub mod peers;
 pub mod perm;
 pub mod pools;

@@ -25,16 +25,15 @@
 //! [`PIECES_PER_BATCH_MAX`] pieces and `CHUNK_BYTES_MAX` data bytes, plus a
 //! sieve window (see [`crate::sieve`]), plus the write window of chunks.
 
-use std::fs::File;
 use std::sync::Arc;
 
-use tokio::sync::mpsc;
 use weft_dataloop::{BatchLimits, Cursor, Dataloop, StripeCursor, StripeFilter, StripePiece};
-use weft_proto::frame::Frame;
 use weft_proto::limits::{self, CHUNK_BYTES_MAX};
 use weft_proto::message::{DatatypeAccess, Reply, ReplyResult};
 use weft_proto::{ErrorCode, Handle, WeftResult};
 
+use crate::contiguous::local_size_of;
+use crate::link::Link;
 use crate::service::Service;
 use crate::sieve::{self, Piece};
 
@@ -145,160 +144,134 @@ fn stripe_source<'a>(access: &DatatypeAccess, dataloop: &'a Dataloop) -> WeftRes
     Ok(StripeSource { cursor: StripeCursor::new(cursor, filter), batch: Vec::new() })
 }
 
-/// What a noncontiguous request needs from its connection.
-pub(crate) struct Link<'a> {
-    /// The server.
-    pub service: &'a Arc<Service>,
-    /// Frames to the peer.
-    pub outgoing: &'a mpsc::Sender<Frame>,
-    /// The request.
-    pub request_id: u64,
-}
-
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> WeftResult<T> + Send + 'static) -> WeftResult<T> {
     tokio::task::spawn_blocking(f).await.map_err(|_| ErrorCode::Io)?
 }
 
-impl Link<'_> {
-    /// Serves `ReadList`.
-    pub async fn read_list(&self, handle: Handle, regions: Vec<(u64, u64)>, total_length: u64) -> ReplyResult {
-        let source = list_source(regions, total_length)?;
-        self.read(handle, source).await
-    }
+/// Serves `ReadList`.
+pub async fn read_list(
+    service: &Arc<Service>,
+    link: &Link,
+    handle: Handle,
+    regions: Vec<(u64, u64)>,
+    total_length: u64,
+) -> ReplyResult {
+    let source = list_source(regions, total_length)?;
+    read(service, link, handle, source).await
+}
 
-    /// Serves `WriteList`.
-    pub async fn write_list(
-        &self,
-        handle: Handle,
-        regions: Vec<(u64, u64)>,
-        total_length: u64,
-        first_chunk: Vec<u8>,
-        chunks: mpsc::Receiver<Frame>,
-    ) -> ReplyResult {
-        let source = list_source(regions, total_length)?;
-        self.write(handle, source, total_length, first_chunk, chunks).await
-    }
+/// Serves `WriteList`.
+pub async fn write_list(
+    service: &Arc<Service>,
+    link: &mut Link,
+    handle: Handle,
+    regions: Vec<(u64, u64)>,
+    total_length: u64,
+) -> ReplyResult {
+    let source = list_source(regions, total_length)?;
+    write(service, link, handle, source, total_length).await
+}
 
-    /// Serves `ReadDatatype`.
-    pub async fn read_datatype(&self, access: DatatypeAccess) -> ReplyResult {
-        let dataloop = decode_access(&access)?;
-        let source = stripe_source(&access, &dataloop)?;
-        self.read(access.handle, source).await
-    }
+/// Serves `ReadDatatype`.
+pub async fn read_datatype(service: &Arc<Service>, link: &Link, access: DatatypeAccess) -> ReplyResult {
+    let dataloop = decode_access(&access)?;
+    let source = stripe_source(&access, &dataloop)?;
+    read(service, link, access.handle, source).await
+}
 
-    /// Serves `WriteDatatype`.
-    pub async fn write_datatype(
-        &self,
-        access: DatatypeAccess,
-        packed_length: u64,
-        first_chunk: Vec<u8>,
-        chunks: mpsc::Receiver<Frame>,
-    ) -> ReplyResult {
-        let dataloop = decode_access(&access)?;
-        let source = stripe_source(&access, &dataloop)?;
-        self.write(access.handle, source, packed_length, first_chunk, chunks).await
-    }
+/// Serves `WriteDatatype`.
+pub async fn write_datatype(
+    service: &Arc<Service>,
+    link: &mut Link,
+    access: DatatypeAccess,
+    packed_length: u64,
+) -> ReplyResult {
+    let dataloop = decode_access(&access)?;
+    let source = stripe_source(&access, &dataloop)?;
+    write(service, link, access.handle, source, packed_length).await
+}
 
-    /// Streams the packed bytes of `source` to the peer.
-    async fn read(&self, handle: Handle, mut source: impl PieceSource) -> ReplyResult {
-        let _guard = self.service.scheduler.shared(handle).await;
-        self.service.check_datafile(handle).await?;
-        let path = self.service.bytestreams.path(handle);
-        let file: Arc<Option<File>> = Arc::new(blocking(move || sieve::open_read(&path)).await?);
-        let mut sent = 0u64;
-        loop {
-            let mut pieces = Vec::new();
-            let bytes = source.next_pieces(CHUNK_BYTES_MAX as u64, &mut pieces);
-            if bytes == 0 {
-                break;
-            }
-            let (service, file) = (self.service.clone(), file.clone());
-            let packed = blocking(move || {
-                let mut packed = vec![0u8; bytes as usize];
-                sieve::read_pieces(file.as_ref().as_ref(), &pieces, &mut packed, &service.counters)?;
-                Ok(packed)
-            })
-            .await?;
-            self.outgoing.send(Frame::data(self.request_id, sent, packed)).await.map_err(|_| ErrorCode::Unreachable)?;
-            sent += bytes;
+/// Streams the packed bytes of `source` to the peer.
+async fn read(service: &Arc<Service>, link: &Link, handle: Handle, mut source: impl PieceSource) -> ReplyResult {
+    let _guard = service.scheduler.shared(handle).await;
+    service.check_datafile(handle).await?;
+    let mut sent = 0u64;
+    loop {
+        let mut pieces = Vec::new();
+        let bytes = source.next_pieces(CHUNK_BYTES_MAX as u64, &mut pieces);
+        if bytes == 0 {
+            break;
         }
-        Ok(Reply::Io { bytes: sent, local_size: self.local_size(handle).await? })
+        let service = service.clone();
+        let packed = blocking(move || {
+            let mut packed = vec![0u8; bytes as usize];
+            sieve::read_pieces(&service.bytestreams, handle, &pieces, &mut packed, &service.counters)?;
+            Ok(packed)
+        })
+        .await?;
+        link.send_data(sent, packed).await?;
+        sent += bytes;
     }
+    Ok(Reply::Io { bytes: sent, local_size: local_size_of(service, handle).await? })
+}
 
-    /// Receives `packed_length` packed bytes and stores them where `source` says.
-    async fn write(
-        &self,
-        handle: Handle,
-        mut source: impl PieceSource,
-        packed_length: u64,
-        first_chunk: Vec<u8>,
-        mut chunks: mpsc::Receiver<Frame>,
-    ) -> ReplyResult {
-        if packed_length > limits::IO_BYTES_MAX {
-            return Err(ErrorCode::Invalid);
-        }
-        let _guard = self.service.scheduler.shared(handle).await;
-        self.service.check_datafile(handle).await?;
-        self.service.bytestreams.check_space()?;
-        let path = self.service.bytestreams.path(handle);
-        let file = Arc::new(blocking(move || sieve::open_write(&path)).await?);
-        let mut received = 0u64;
-        let mut next = Some((0u64, first_chunk));
-        while received < packed_length {
-            let (stream_offset, payload) = match next.take() {
-                Some(chunk) => chunk,
-                None => {
-                    let frame = chunks.recv().await.ok_or(ErrorCode::Unreachable)?;
-                    (frame.header.aux, frame.payload)
-                }
-            };
-            if payload.is_empty() {
-                continue;
-            }
-            let length = payload.len() as u64;
-            if stream_offset != received || packed_length - received < length {
-                return Err(ErrorCode::Protocol);
-            }
-            self.store(handle, &file, &mut source, Arc::new(payload)).await?;
-            received += length;
-            let _ = self.outgoing.send(Frame::credit(self.request_id, 1)).await;
-        }
-        if source.next_pieces(1, &mut Vec::new()) != 0 {
-            return Err(ErrorCode::Protocol); // the access holds more bytes than were sent
-        }
-        Ok(Reply::Io { bytes: received, local_size: self.local_size(handle).await? })
+/// Receives `packed_length` packed bytes and stores them where `source` says.
+async fn write(
+    service: &Arc<Service>,
+    link: &mut Link,
+    handle: Handle,
+    mut source: impl PieceSource,
+    packed_length: u64,
+) -> ReplyResult {
+    if packed_length > limits::IO_BYTES_MAX {
+        return Err(ErrorCode::Invalid);
     }
-
-    /// Stores one chunk: the next `payload.len()` bytes of the walk.
-    async fn store(
-        &self,
-        handle: Handle,
-        file: &Arc<File>,
-        source: &mut impl PieceSource,
-        payload: Arc<Vec<u8>>,
-    ) -> WeftResult<()> {
-        let mut done = 0u64;
+    let _guard = service.scheduler.shared(handle).await;
+    service.check_datafile(handle).await?;
+    service.bytestreams.check_space()?;
+    let mut received = 0u64;
+    while received < packed_length {
+        let (stream_offset, payload) = link.next_chunk().await?;
+        if payload.is_empty() {
+            continue;
+        }
         let length = payload.len() as u64;
-        while done < length {
-            let mut pieces = Vec::new();
-            let bytes = source.next_pieces(length - done, &mut pieces);
-            if bytes == 0 {
-                return Err(ErrorCode::Protocol); // more bytes sent than the access holds
-            }
-            let (service, file, payload) = (self.service.clone(), file.clone(), payload.clone());
-            let from = done as usize;
-            blocking(move || {
-                let packed = &payload[from..from + bytes as usize];
-                sieve::write_pieces(&file, handle, &pieces, packed, &service.ranges, &service.counters)
-            })
-            .await?;
-            done += bytes;
+        if stream_offset != received || packed_length - received < length {
+            return Err(ErrorCode::Protocol);
         }
-        Ok(())
+        store(service, handle, &mut source, Arc::new(payload)).await?;
+        received += length;
+        link.grant_credit().await;
     }
+    if source.next_pieces(1, &mut Vec::new()) != 0 {
+        return Err(ErrorCode::Protocol); // the access holds more bytes than were sent
+    }
+    Ok(Reply::Io { bytes: received, local_size: local_size_of(service, handle).await? })
+}
 
-    async fn local_size(&self, handle: Handle) -> WeftResult<u64> {
-        let service = self.service.clone();
-        Ok(blocking(move || service.bytestreams.stat(handle)).await?.0)
+/// Stores one chunk: the next `payload.len()` bytes of the walk.
+async fn store(
+    service: &Arc<Service>,
+    handle: Handle,
+    source: &mut impl PieceSource,
+    payload: Arc<Vec<u8>>,
+) -> WeftResult<()> {
+    let mut done = 0u64;
+    let length = payload.len() as u64;
+    while done < length {
+        let mut pieces = Vec::new();
+        let bytes = source.next_pieces(length - done, &mut pieces);
+        if bytes == 0 {
+            return Err(ErrorCode::Protocol); // more bytes sent than the access holds
+        }
+        let (service, payload) = (service.clone(), payload.clone());
+        let from = done as usize;
+        blocking(move || {
+            let packed = &payload[from..from + bytes as usize];
+            sieve::write_pieces(&service.bytestreams, handle, &pieces, packed, &service.ranges, &service.counters)
+        })
+        .await?;
+        done += bytes;
     }
+    Ok(())
 }

@@ -1,18 +1,20 @@
-//! The operations a server performs, independent of how requests arrive.
+//! The server's state and its metadata operations, independent of how
+//! requests arrive ([`crate::dispatch`] maps requests to these).
 //!
-//! Reads of metadata run on the blocking pool with their own read
-//! transaction; changes go through the committer; bytestream I/O runs on
-//! the blocking pool under the scheduler's per-handle ordering.
+//! Reads of metadata run inline with their own read transaction; changes
+//! go through the committer; bytestream I/O runs on the blocking pool
+//! under the scheduler's per-handle ordering.
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use weft_config::{Config, MetadataSync};
-use weft_proto::message::{Credentials, DatafileStat, ObjectKind, Reply, ReplyResult, Request, ServerStatus, TimeNs};
+use weft_proto::message::{Credentials, DatafileStat, ObjectKind, Reply, ReplyResult, ServerStatus, TimeNs};
 use weft_proto::{limits, ErrorCode, Handle, WeftResult};
 
 use crate::bytestream::Bytestreams;
 use crate::committer::Committer;
+use crate::datafiles::{DatafileStore, Datafiles};
 use crate::namespace;
 use crate::perm::{self, EXEC, READ};
 use crate::scheduler::Scheduler;
@@ -26,8 +28,8 @@ pub struct Service {
     pub config: Config,
     /// Key/value store.
     pub store: Arc<Store>,
-    /// Datafile bytes.
-    pub bytestreams: Bytestreams,
+    /// Datafile bytes: the one owner of datafile I/O ([`crate::datafiles`]).
+    pub bytestreams: Datafiles,
     /// Namespace change queue.
     pub committer: Committer,
     /// Per-handle ordering.
@@ -59,9 +61,19 @@ pub fn now_ns() -> TimeNs {
 impl Service {
     /// Opens storage, starts the committer, creates the root if this server holds target 0.
     pub async fn open(config: Config, server_id: u32) -> WeftResult<Arc<Service>> {
+        Service::open_with(config, server_id, |store| store).await
+    }
+
+    /// As [`Service::open`], with the datafile store passed through `wrap`
+    /// (tests wrap the real store to inject faults).
+    pub async fn open_with(
+        config: Config,
+        server_id: u32,
+        wrap: impl FnOnce(Arc<dyn DatafileStore>) -> Arc<dyn DatafileStore>,
+    ) -> WeftResult<Arc<Service>> {
         let section = config.server(server_id).ok_or(ErrorCode::Invalid)?.clone();
         let store = Arc::new(Store::open(&section.storage)?);
-        let bytestreams = Bytestreams::open(&section.storage, section.capacity_bytes)?;
+        let bytestreams = Datafiles::new(wrap(Arc::new(Bytestreams::open(&section.storage)?)), section.capacity_bytes)?;
         let durable = config.durability.metadata_sync == MetadataSync::Commit;
         let config_for_peers = config.clone();
         let committer = Committer::start(store.clone(), &section.storage, durable, config.durability.commit_batch_max)?;
@@ -125,7 +137,7 @@ impl Service {
         }
     }
 
-    fn local_target(&self, target_id: u16) -> WeftResult<()> {
+    pub(crate) fn local_target(&self, target_id: u16) -> WeftResult<()> {
         match self.config.server_of_target(target_id) {
             Some(id) if id == self.server_id => Ok(()),
             _ => Err(ErrorCode::Invalid),
@@ -147,132 +159,6 @@ impl Service {
         f(self, &reader)
     }
 
-    /// Handles every request except `Hello`, `Read` and `Write`, which need
-    /// the connection (see [`crate::connection`]).
-    pub async fn handle(self: &Arc<Self>, request: Request) -> ReplyResult {
-        match request {
-            Request::Hello { .. } | Request::PeerHello { .. } | Request::Read { .. } | Request::Write { .. } => {
-                Err(ErrorCode::Protocol)
-            }
-            Request::Collective { operation, groups, fanout, round } => {
-                Ok(Reply::Collective(crate::tree::run(self, operation, groups, fanout, round).await?))
-            }
-            Request::CreateFile { cred, parent, name, mode, strip_bytes, stripe_count, exclusive } => {
-                let args =
-                    crate::aggregate::CreateArgs { cred, parent, name, mode, strip_bytes, stripe_count, exclusive };
-                self.create_file(args).await
-            }
-            Request::StatFile { handle } => self.stat_file(handle).await,
-            Request::StatEntry { cred, parent, name } => self.stat_entry(cred, parent, name).await,
-            Request::RemoveEntry { cred, parent, name, expect_directory } => {
-                self.remove_entry(cred, parent, name, expect_directory).await
-            }
-            Request::MakeDirectory { cred, parent, name, mode } => self.make_directory(cred, parent, name, mode).await,
-            Request::RenameEntry { cred, old_parent, old_name, new_parent, new_name } => {
-                self.rename_entry(cred, old_parent, old_name, new_parent, new_name).await
-            }
-            Request::StatFsAll => Ok(Reply::StatusTable(self.status_table().await?)),
-            Request::ReserveDatafiles { metadata_server, count } => {
-                let target_id = self.config.primary_target(self.server_id).ok_or(ErrorCode::Invalid)?;
-                self.commit(move |w, ids| crate::pools::reserve(w, ids, target_id, metadata_server, count)).await
-            }
-            Request::ListReserved { metadata_server } => {
-                self.read(move |_, r| crate::pools::list_reserved(r, metadata_server)).await
-            }
-            Request::ExchangeStatus { entries } => Ok(self.exchange_status(entries)),
-            Request::ScanObjects { after, max } => {
-                let max = max.clamp(1, limits::BATCH_HANDLES_MAX) as usize;
-                self.read(move |_, r| {
-                    let page = r.objects_after(after, max)?;
-                    let summaries = page
-                        .into_iter()
-                        .map(|(handle, record)| weft_proto::message::ObjectSummary {
-                            handle,
-                            kind: record.kind,
-                            datafiles: record.layout.map(|l| l.datafiles).unwrap_or_default(),
-                            parent: record.parent,
-                        })
-                        .collect();
-                    Ok(Reply::Objects(summaries))
-                })
-                .await
-            }
-            Request::ScanHandleRows { table, after, max } => {
-                let table = crate::store::HandleTable::from_tag(table).map_err(|_| ErrorCode::Invalid)?;
-                let max = max.clamp(1, limits::BATCH_HANDLES_MAX) as usize;
-                let Some(start) = after.checked_add(1) else { return Ok(Reply::HandleRows(Vec::new())) };
-                self.read(move |_, r| Ok(Reply::HandleRows(r.handle_rows(table, start..u64::MAX, max)?))).await
-            }
-            Request::ClaimReserved { metadata_server, handles } => {
-                self.commit(move |w, _| crate::pools::claim(w, metadata_server, &handles)).await
-            }
-            Request::SessionOpen { .. }
-            | Request::SessionRenew { .. }
-            | Request::SessionClose { .. }
-            | Request::PointerFetchAdd { .. }
-            | Request::PointerSet { .. }
-            | Request::PointerGet { .. }
-            | Request::LockAcquire { .. }
-            | Request::LockRelease { .. } => self.session_request(request).await,
-            Request::Ping => Ok(Reply::Done),
-            Request::Lookup { cred, parent, name } => self.lookup(cred, parent, name).await,
-            Request::GetAttr { handle } => {
-                self.local(handle)?;
-                let attrs = self.read(move |s, r| s.attributes(r, handle)).await?;
-                Ok(Reply::Attributes(attrs))
-            }
-            Request::GetAttrBatch { handles } => self.getattr_batch(handles).await,
-            Request::DatafileSizes { handles } => self.datafile_sizes(handles).await,
-            Request::CreateObject { cred, target_id, mode, object } => {
-                self.local_target(target_id)?;
-                let now = now_ns();
-                self.commit(move |w, ids| namespace::create_object(w, ids, &cred, target_id, mode, object, now)).await
-            }
-            Request::SetLayout { handle, layout } => {
-                self.local(handle)?;
-                self.commit(move |w, _| namespace::set_layout(w, handle, layout)).await
-            }
-            Request::SetAttr { cred, handle, changes } => {
-                self.local(handle)?;
-                let now = now_ns();
-                self.commit(move |w, _| namespace::set_attr(w, &cred, handle, changes, now)).await
-            }
-            Request::TruncateDatafile { handle, local_size } => self.truncate(handle, local_size).await,
-            Request::CreateDirent { cred, parent, name, target, kind } => {
-                self.local(parent)?;
-                let now = now_ns();
-                self.commit(move |w, _| namespace::create_dirent(w, &cred, parent, &name, target, kind, now)).await
-            }
-            Request::RemoveDirent { cred, parent, name, expect_directory } => {
-                self.local(parent)?;
-                let now = now_ns();
-                self.commit(move |w, _| namespace::remove_dirent(w, &cred, parent, &name, expect_directory, now)).await
-            }
-            Request::ReplaceDirent { cred, parent, name, target, kind } => {
-                self.local(parent)?;
-                let now = now_ns();
-                self.commit(move |w, _| namespace::replace_dirent(w, &cred, parent, &name, target, kind, now)).await
-            }
-            Request::RemoveObject { handle } => self.remove_object(handle).await,
-            Request::ReadDir { cred, dir, cookie, max_entries } => self.readdir(cred, dir, cookie, max_entries).await,
-            Request::Rename { cred, old_parent, old_name, new_parent, new_name } => {
-                self.local(old_parent)?;
-                self.local(new_parent)?;
-                let now = now_ns();
-                self.commit(move |w, _| namespace::rename(w, &cred, old_parent, &old_name, new_parent, &new_name, now))
-                    .await
-            }
-            Request::StatFs => Ok(Reply::Status(self.status().await?)),
-            Request::Fsync { handles } => self.fsync(handles).await,
-            Request::Counters => Ok(Reply::Counters(self.counters.snapshot())),
-            // Served with the connection, like Read and Write (see crate::noncontig).
-            Request::ReadList { .. }
-            | Request::WriteList { .. }
-            | Request::ReadDatatype { .. }
-            | Request::WriteDatatype { .. } => Err(ErrorCode::Protocol),
-        }
-    }
-
     pub(crate) async fn commit<F>(&self, f: F) -> ReplyResult
     where
         F: FnOnce(&crate::store::Writer<'_>, &mut crate::committer::IdAllocator) -> ReplyResult + Send + 'static,
@@ -280,7 +166,7 @@ impl Service {
         self.committer.submit(Box::new(f)).await
     }
 
-    async fn lookup(self: &Arc<Self>, cred: Credentials, parent: Handle, name: String) -> ReplyResult {
+    pub(crate) async fn lookup(self: &Arc<Self>, cred: Credentials, parent: Handle, name: String) -> ReplyResult {
         self.local(parent)?;
         weft_proto::message::validate_name(&name)?;
         self.read(move |_, r| {
@@ -304,7 +190,7 @@ impl Service {
         Ok(record.attributes(handle, local_size))
     }
 
-    async fn getattr_batch(self: &Arc<Self>, handles: Vec<Handle>) -> ReplyResult {
+    pub(crate) async fn getattr_batch(self: &Arc<Self>, handles: Vec<Handle>) -> ReplyResult {
         if handles.len() > limits::BATCH_HANDLES_MAX as usize {
             return Err(ErrorCode::Invalid);
         }
@@ -315,7 +201,7 @@ impl Service {
         .await
     }
 
-    async fn datafile_sizes(self: &Arc<Self>, handles: Vec<Handle>) -> ReplyResult {
+    pub(crate) async fn datafile_sizes(self: &Arc<Self>, handles: Vec<Handle>) -> ReplyResult {
         if handles.len() > limits::BATCH_HANDLES_MAX as usize {
             return Err(ErrorCode::Invalid);
         }
@@ -335,17 +221,24 @@ impl Service {
         Ok(DatafileStat { local_size, mtime_ns })
     }
 
-    /// Verifies that `handle` is a datafile stored here.
+    /// Verifies that `handle` is a datafile stored here. Call under the
+    /// handle's scheduler entry: a found record is remembered (see
+    /// [`crate::datafiles`]), so later requests skip the store.
     pub async fn check_datafile(self: &Arc<Self>, handle: Handle) -> WeftResult<()> {
         self.local(handle)?;
+        if self.bytestreams.is_known(handle) {
+            return Ok(());
+        }
         self.read(move |_, r| match r.object(handle)?.kind {
             ObjectKind::Datafile => Ok(()),
             _ => Err(ErrorCode::Invalid),
         })
-        .await
+        .await?;
+        self.bytestreams.remember(handle);
+        Ok(())
     }
 
-    async fn truncate(self: &Arc<Self>, handle: Handle, local_size: u64) -> ReplyResult {
+    pub(crate) async fn truncate(self: &Arc<Self>, handle: Handle, local_size: u64) -> ReplyResult {
         if local_size > limits::FILE_BYTES_MAX {
             return Err(ErrorCode::TooBig);
         }
@@ -358,7 +251,7 @@ impl Service {
         Ok(Reply::Io { bytes: 0, local_size })
     }
 
-    async fn remove_object(self: &Arc<Self>, handle: Handle) -> ReplyResult {
+    pub(crate) async fn remove_object(self: &Arc<Self>, handle: Handle) -> ReplyResult {
         self.local(handle)?;
         let _guard = self.scheduler.exclusive(handle).await;
         self.commit(move |w, _| namespace::remove_object(w, handle)).await?;
@@ -368,7 +261,13 @@ impl Service {
         Ok(Reply::Done)
     }
 
-    async fn readdir(self: &Arc<Self>, cred: Credentials, dir: Handle, cookie: u64, max_entries: u32) -> ReplyResult {
+    pub(crate) async fn readdir(
+        self: &Arc<Self>,
+        cred: Credentials,
+        dir: Handle,
+        cookie: u64,
+        max_entries: u32,
+    ) -> ReplyResult {
         self.local(dir)?;
         let max = max_entries.clamp(1, limits::READDIR_ENTRIES_MAX);
         self.read(move |_, r| {
@@ -383,7 +282,7 @@ impl Service {
         .await
     }
 
-    async fn fsync(self: &Arc<Self>, handles: Vec<Handle>) -> ReplyResult {
+    pub(crate) async fn fsync(self: &Arc<Self>, handles: Vec<Handle>) -> ReplyResult {
         if handles.len() > limits::BATCH_HANDLES_MAX as usize {
             return Err(ErrorCode::Invalid);
         }

@@ -1,5 +1,6 @@
 //! The storage path of noncontiguous pieces: coalescing, data sieving and
-//! direct positioned I/O on one datafile's local file.
+//! direct positioned I/O on one datafile, through [`Datafiles`] (the one
+//! owner of datafile I/O).
 //!
 //! Pieces come in the order of the request's packed stream; each says where
 //! its bytes are in a packed buffer and in the datafile. They are cut into
@@ -19,14 +20,10 @@
 //! one call per 4 MiB of span instead of one per piece. Bytes past the local
 //! end of file read as zeros, as holes do.
 
-use std::fs::{File, OpenOptions};
-use std::io::ErrorKind;
-use std::os::unix::fs::FileExt;
-use std::path::Path;
-
 use weft_proto::{limits, ErrorCode, Handle, WeftResult};
 
 use crate::counters::Counters;
+use crate::datafiles::Datafiles;
 use crate::ranges::{RangeLocks, RangeMode};
 
 /// Largest covering span read or rewritten by one sieving step.
@@ -84,32 +81,6 @@ fn span(pieces: &[Piece]) -> (u64, u64) {
     (lo, hi)
 }
 
-fn io_error(err: std::io::Error) -> ErrorCode {
-    ErrorCode::from_io(&err)
-}
-
-/// Opens a datafile for reading; `None` if it was never written.
-pub fn open_read(path: &Path) -> WeftResult<Option<File>> {
-    match File::open(path) {
-        Ok(file) => Ok(Some(file)),
-        Err(err) if err.kind() == ErrorKind::NotFound => Ok(None),
-        Err(err) => Err(io_error(err)),
-    }
-}
-
-/// Opens (creating) a datafile for read-modify-write.
-pub fn open_write(path: &Path) -> WeftResult<File> {
-    let options = || OpenOptions::new().read(true).write(true).create(true).clone();
-    match options().open(path) {
-        Ok(file) => Ok(file),
-        Err(err) if err.kind() == ErrorKind::NotFound => {
-            std::fs::create_dir_all(path.parent().ok_or(ErrorCode::Io)?).map_err(io_error)?;
-            options().open(path).map_err(io_error)
-        }
-        Err(err) => Err(io_error(err)),
-    }
-}
-
 fn check_pieces(pieces: &[Piece], packed_len: usize) -> WeftResult<()> {
     for piece in pieces {
         if piece.datafile_offset.checked_add(piece.length as u64).is_none_or(|end| end > limits::FILE_BYTES_MAX) {
@@ -123,42 +94,44 @@ fn check_pieces(pieces: &[Piece], packed_len: usize) -> WeftResult<()> {
 }
 
 /// Reads `buf.len()` bytes at `offset`, zero-filling past end of file.
-fn pread_full(file: Option<&File>, offset: u64, buf: &mut [u8], counters: &Counters) -> WeftResult<()> {
-    let mut done = 0;
-    if let Some(file) = file {
-        while done < buf.len() {
-            counters.syscalls(1);
-            match file.read_at(&mut buf[done..], offset + done as u64) {
-                Ok(0) => break,
-                Ok(n) => done += n,
-                Err(err) if err.kind() == ErrorKind::Interrupted => continue,
-                Err(err) => return Err(io_error(err)),
-            }
-        }
-    }
+fn pread_full(
+    datafiles: &Datafiles,
+    handle: Handle,
+    offset: u64,
+    buf: &mut [u8],
+    counters: &Counters,
+) -> WeftResult<()> {
+    counters.syscalls(1);
+    let done = datafiles.read_at(handle, offset, buf)?;
     buf[done..].fill(0);
     Ok(())
 }
 
-fn pwrite_all(file: &File, offset: u64, data: &[u8], counters: &Counters) -> WeftResult<()> {
+fn pwrite_all(datafiles: &Datafiles, handle: Handle, offset: u64, data: &[u8], counters: &Counters) -> WeftResult<()> {
     counters.syscalls(1);
-    file.write_all_at(data, offset).map_err(io_error)
+    datafiles.write_at(handle, offset, data)
 }
 
 /// Fills `packed` from the pieces of one batch.
-pub fn read_pieces(file: Option<&File>, pieces: &[Piece], packed: &mut [u8], counters: &Counters) -> WeftResult<()> {
+pub fn read_pieces(
+    datafiles: &Datafiles,
+    handle: Handle,
+    pieces: &[Piece],
+    packed: &mut [u8],
+    counters: &Counters,
+) -> WeftResult<()> {
     check_pieces(pieces, packed.len())?;
     counters.regions(pieces.len() as u64);
     for group in groups(pieces) {
         let group = &pieces[group];
         if let [piece] = group {
             let target = &mut packed[piece.packed_offset..piece.packed_offset + piece.length];
-            pread_full(file, piece.datafile_offset, target, counters)?;
+            pread_full(datafiles, handle, piece.datafile_offset, target, counters)?;
             continue;
         }
         let (lo, hi) = span(group);
         let mut window = vec![0u8; (hi - lo) as usize];
-        pread_full(file, lo, &mut window, counters)?;
+        pread_full(datafiles, handle, lo, &mut window, counters)?;
         counters.sieve(hi - lo);
         for piece in group {
             let from = (piece.datafile_offset - lo) as usize;
@@ -183,7 +156,7 @@ fn tiles(group: &[Piece], lo: u64, hi: u64) -> bool {
 
 /// Stores the pieces of one batch from `packed`.
 pub fn write_pieces(
-    file: &File,
+    datafiles: &Datafiles,
     handle: Handle,
     pieces: &[Piece],
     packed: &[u8],
@@ -197,7 +170,8 @@ pub fn write_pieces(
         if let [piece] = group {
             let _range = locks.lock(handle, piece.datafile_offset, piece.end(), RangeMode::Shared);
             pwrite_all(
-                file,
+                datafiles,
+                handle,
                 piece.datafile_offset,
                 &packed[piece.packed_offset..piece.packed_offset + piece.length],
                 counters,
@@ -208,7 +182,7 @@ pub fn write_pieces(
         let _range = locks.lock(handle, lo, hi, RangeMode::Exclusive);
         let mut window = vec![0u8; (hi - lo) as usize];
         if !tiles(group, lo, hi) {
-            pread_full(Some(file), lo, &mut window, counters)?;
+            pread_full(datafiles, handle, lo, &mut window, counters)?;
         }
         counters.sieve(hi - lo);
         for piece in group {
@@ -216,7 +190,7 @@ pub fn write_pieces(
             window[at..at + piece.length]
                 .copy_from_slice(&packed[piece.packed_offset..piece.packed_offset + piece.length]);
         }
-        pwrite_all(file, lo, &window, counters)?;
+        pwrite_all(datafiles, handle, lo, &window, counters)?;
     }
     Ok(())
 }
@@ -247,8 +221,9 @@ mod tests {
     #[test]
     fn sieved_io_matches_model() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("d");
-        let file = open_write(&path).unwrap();
+        let store = std::sync::Arc::new(crate::bytestream::Bytestreams::open(dir.path()).unwrap());
+        let path = store.path(Handle(1));
+        let datafiles = Datafiles::new(store, None).unwrap();
         let counters = Counters::default();
         let locks = RangeLocks::default();
         let mut model = vec![0u8; 0];
@@ -264,7 +239,7 @@ mod tests {
                 packed_len += length;
             }
             let packed: Vec<u8> = (0..packed_len).map(|i| (i + round * 7) as u8).collect();
-            write_pieces(&file, Handle(1), &pieces, &packed, &locks, &counters).unwrap();
+            write_pieces(&datafiles, Handle(1), &pieces, &packed, &locks, &counters).unwrap();
             for p in &pieces {
                 let end = p.end() as usize;
                 if model.len() < end {
@@ -274,7 +249,7 @@ mod tests {
                     .copy_from_slice(&packed[p.packed_offset..p.packed_offset + p.length]);
             }
             let mut back = vec![0xEEu8; packed_len];
-            read_pieces(Some(&file), &pieces, &mut back, &counters).unwrap();
+            read_pieces(&datafiles, Handle(1), &pieces, &mut back, &counters).unwrap();
             for p in &pieces {
                 assert_eq!(
                     &back[p.packed_offset..p.packed_offset + p.length],

@@ -1,0 +1,158 @@
+//! The one owner of datafile I/O.
+//!
+//! Every read, write, size, truncate, sync and removal of a datafile's
+//! local bytes goes through [`Datafiles`], which wraps a [`DatafileStore`]
+//! (the real one is [`crate::bytestream::Bytestreams`]; tests wrap it to
+//! inject faults) and adds what is policy rather than storage:
+//! - **capacity accounting**: with `capacity_bytes` configured, the bytes
+//!   the datafiles occupy are measured once per status period
+//!   ([`Datafiles::measure_used`]) and writes are refused with `NoSpace`
+//!   while that measure is at the limit;
+//! - **known datafiles**: handles whose datafile record was found in the
+//!   store, so a data request does not open a read transaction every time.
+//!   A handle is remembered only under its scheduler entry (shared or
+//!   exclusive) and forgotten by [`Datafiles::remove`], which every removal
+//!   path calls under the exclusive entry after committing the record's
+//!   deletion; so a remembered handle always has a record. A record never
+//!   changes kind, so nothing else invalidates. The set is bounded
+//!   ([`KNOWN_DATAFILES_MAX`]); when full it is emptied (records are
+//!   re-read once).
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use weft_proto::{ErrorCode, Handle, WeftResult};
+
+/// Datafile handles remembered as checked (8 bytes each, plus table overhead).
+pub const KNOWN_DATAFILES_MAX: usize = 65_536;
+
+/// Storage of datafile bytes, by handle.
+///
+/// Laws (a fault-injecting implementation may break any of them only by
+/// returning `Err`):
+/// - a datafile never written (or removed) reads as empty, has size 0 and
+///   mtime 0, and `sync`, `remove` and `set_len(0)` on it succeed;
+/// - after `write_at(h, o, d)` returns `Ok`, `read_at(h, o, buf)` with
+///   `buf.len() == d.len()` returns `d.len()` and `d` (absent later writes);
+///   bytes never written below the size read as zeros;
+/// - `read_at` fills `buf` unless the size ends first (a short count means
+///   end of file); `try_read_at` does the same without blocking on the
+///   disk, or returns `Ok(None)` when it would have to;
+/// - the size is the highest byte written or the last `set_len`.
+///
+/// All methods but `try_read_at` may block; call them on the blocking pool.
+pub trait DatafileStore: Send + Sync + 'static {
+    /// Reads up to `buf.len()` bytes at `offset`; returns the bytes read.
+    fn read_at(&self, handle: Handle, offset: u64, buf: &mut [u8]) -> WeftResult<usize>;
+    /// As `read_at` but only from memory: `None` when it would block.
+    fn try_read_at(&self, _handle: Handle, _offset: u64, _buf: &mut [u8]) -> WeftResult<Option<usize>> {
+        Ok(None)
+    }
+    /// Writes all of `data` at `offset`, creating the datafile's bytes on first write.
+    fn write_at(&self, handle: Handle, offset: u64, data: &[u8]) -> WeftResult<()>;
+    /// Size and mtime (ns); (0, 0) if never written.
+    fn stat(&self, handle: Handle) -> WeftResult<(u64, i64)>;
+    /// Sets the size (truncate, or extend with a hole).
+    fn set_len(&self, handle: Handle, size: u64) -> WeftResult<()>;
+    /// Makes the datafile's bytes durable.
+    fn sync(&self, handle: Handle) -> WeftResult<()>;
+    /// Deletes the datafile's bytes.
+    fn remove(&self, handle: Handle) -> WeftResult<()>;
+    /// Bytes all datafiles occupy on disk (allocated blocks).
+    fn used_bytes(&self) -> WeftResult<u64>;
+}
+
+/// The server's datafiles: storage plus capacity accounting and known records.
+#[derive(Clone)]
+pub struct Datafiles {
+    store: Arc<dyn DatafileStore>,
+    /// Configured capacity limit, if any.
+    capacity: Option<u64>,
+    /// Bytes the datafiles occupied at the last measurement.
+    used: Arc<AtomicU64>,
+    known: Arc<Mutex<HashSet<Handle>>>,
+}
+
+impl Datafiles {
+    /// Wraps `store`; `capacity` limits the bytes its datafiles may occupy.
+    pub fn new(store: Arc<dyn DatafileStore>, capacity: Option<u64>) -> WeftResult<Datafiles> {
+        let datafiles = Datafiles { store, capacity, used: Arc::default(), known: Arc::default() };
+        if capacity.is_some() {
+            datafiles.measure_used()?;
+        }
+        Ok(datafiles)
+    }
+
+    /// The configured capacity limit.
+    pub fn capacity(&self) -> Option<u64> {
+        self.capacity
+    }
+
+    /// Measures, records and returns the bytes the datafiles occupy. Blocking.
+    pub fn measure_used(&self) -> WeftResult<u64> {
+        let used = self.store.used_bytes()?;
+        self.used.store(used, Ordering::Relaxed);
+        Ok(used)
+    }
+
+    /// `NoSpace` while the last measured usage is at the capacity limit.
+    pub fn check_space(&self) -> WeftResult<()> {
+        match self.capacity {
+            Some(limit) if self.used.load(Ordering::Relaxed) >= limit => Err(ErrorCode::NoSpace),
+            _ => Ok(()),
+        }
+    }
+
+    /// See [`DatafileStore::read_at`].
+    pub fn read_at(&self, handle: Handle, offset: u64, buf: &mut [u8]) -> WeftResult<usize> {
+        self.store.read_at(handle, offset, buf)
+    }
+
+    /// See [`DatafileStore::try_read_at`]; never blocks.
+    pub fn try_read_at(&self, handle: Handle, offset: u64, buf: &mut [u8]) -> WeftResult<Option<usize>> {
+        self.store.try_read_at(handle, offset, buf)
+    }
+
+    /// Writes all of `data` at `offset` unless the server is at its capacity.
+    pub fn write_at(&self, handle: Handle, offset: u64, data: &[u8]) -> WeftResult<()> {
+        self.check_space()?;
+        self.store.write_at(handle, offset, data)
+    }
+
+    /// Size and mtime (ns) of a datafile; (0, 0) if never written.
+    pub fn stat(&self, handle: Handle) -> WeftResult<(u64, i64)> {
+        self.store.stat(handle)
+    }
+
+    /// Sets the local size (truncate or extend with a hole).
+    pub fn set_len(&self, handle: Handle, size: u64) -> WeftResult<()> {
+        self.store.set_len(handle, size)
+    }
+
+    /// Makes a datafile's bytes durable (no-op if never written).
+    pub fn sync(&self, handle: Handle) -> WeftResult<()> {
+        self.store.sync(handle)
+    }
+
+    /// Forgets the datafile and deletes its bytes. Call after its record's
+    /// deletion is committed, under its exclusive scheduler entry.
+    pub fn remove(&self, handle: Handle) -> WeftResult<()> {
+        self.known.lock().expect("known datafiles lock").remove(&handle);
+        self.store.remove(handle)
+    }
+
+    /// Whether `handle`'s datafile record was found before (and not removed since).
+    pub fn is_known(&self, handle: Handle) -> bool {
+        self.known.lock().expect("known datafiles lock").contains(&handle)
+    }
+
+    /// Remembers that `handle` has a datafile record. Call under its scheduler entry.
+    pub fn remember(&self, handle: Handle) {
+        let mut known = self.known.lock().expect("known datafiles lock");
+        if known.len() >= KNOWN_DATAFILES_MAX {
+            known.clear();
+        }
+        known.insert(handle);
+    }
+}

@@ -1,0 +1,62 @@
+//! What a request handler may do with its connection, and nothing more:
+//! stream data frames out, take uploaded chunks in order, grant credits.
+//!
+//! [`crate::connection`] owns the socket, framing and flow control; it
+//! builds a `Link` per request and hands it to [`crate::dispatch`]. A
+//! handler never sees the socket, so handlers can be driven from a test
+//! with two channels.
+
+use tokio::sync::mpsc;
+use weft_proto::frame::Frame;
+use weft_proto::{ErrorCode, WeftResult};
+
+/// One request's view of its connection.
+pub struct Link {
+    request_id: u64,
+    outgoing: mpsc::Sender<Frame>,
+    upload: Option<Upload>,
+}
+
+/// The data chunks a write-kind request streams to the server.
+struct Upload {
+    /// The request frame's own payload (stream offset 0), until taken.
+    first: Option<Vec<u8>>,
+    /// Later chunks, in arrival order, from the connection's reader.
+    chunks: mpsc::Receiver<Frame>,
+}
+
+impl Link {
+    /// A link for `request_id`; `chunks` is `Some` for requests that upload
+    /// data (their first chunk is `first_chunk`).
+    pub fn new(
+        request_id: u64,
+        outgoing: mpsc::Sender<Frame>,
+        first_chunk: Vec<u8>,
+        chunks: Option<mpsc::Receiver<Frame>>,
+    ) -> Link {
+        let upload = chunks.map(|chunks| Upload { first: Some(first_chunk), chunks });
+        Link { request_id, outgoing, upload }
+    }
+
+    /// Sends `bytes` as a data frame at `stream_offset` of the reply stream.
+    pub async fn send_data(&self, stream_offset: u64, bytes: Vec<u8>) -> WeftResult<()> {
+        self.outgoing.send(Frame::data(self.request_id, stream_offset, bytes)).await.map_err(|_| ErrorCode::Unreachable)
+    }
+
+    /// The next uploaded chunk: its offset in the request's data stream and
+    /// its bytes. `Protocol` if the request uploads nothing; `Unreachable`
+    /// if the connection ended first.
+    pub async fn next_chunk(&mut self) -> WeftResult<(u64, Vec<u8>)> {
+        let upload = self.upload.as_mut().ok_or(ErrorCode::Protocol)?;
+        if let Some(first) = upload.first.take() {
+            return Ok((0, first));
+        }
+        let frame = upload.chunks.recv().await.ok_or(ErrorCode::Unreachable)?;
+        Ok((frame.header.aux, frame.payload))
+    }
+
+    /// Grants the peer one more chunk of its write window (one chunk stored).
+    pub async fn grant_credit(&self) {
+        let _ = self.outgoing.send(Frame::credit(self.request_id, 1)).await;
+    }
+}
