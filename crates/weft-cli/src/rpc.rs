@@ -12,15 +12,17 @@
 //! process (hidden `weft bench echo-server`, a multi-thread runtime with the
 //! servers' network thread count, like `weft server`), and an echo client
 //! on this process's runtime; messages of a Ping request frame's size, one
-//! in flight.
+//! in flight. Its line also gives the Weft servers' CPU meanwhile (they
+//! get no traffic from here then): their background work per second.
 //!
 //! Each phase runs `--count` operations or stops at `--seconds-max`,
 //! whichever comes first, and reports the operations done, the requests the
 //! client counted, latency p50/p99, ops/s, client CPU per operation
 //! (getrusage of this process) and server CPU per operation (utime + stime
-//! of the server processes from `/proc`, background work included; absent
-//! when the servers are not local). One result line per phase (JSON with
-//! `--json`).
+//! of the server processes from `/proc`, background work included, in
+//! clock ticks of 10 ms: the default counts keep that under a few per cent;
+//! absent when the servers are not local). One result line per phase (JSON
+//! with `--json`).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -123,12 +125,25 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
     round(sorted[((sorted.len() - 1) as f64 * q).round() as usize], 10.0)
 }
 
+/// One JSON object with the fields of all `parts` (later ones win).
+fn merge<const N: usize>(parts: [serde_json::Value; N]) -> serde_json::Value {
+    let mut all = serde_json::Map::new();
+    for part in parts {
+        if let serde_json::Value::Object(fields) = part {
+            all.extend(fields);
+        }
+    }
+    serde_json::Value::Object(all)
+}
+
 /// Frame bytes of a Ping request and of its reply.
 fn ping_frame_bytes() -> (usize, usize) {
     let reply: ReplyResult = Ok(Reply::Done);
     (FRAME_HEADER_BYTES + message::encode(&Request::Ping).len(), FRAME_HEADER_BYTES + message::encode(&reply).len())
 }
 
+/// Runs every phase against the file system of `config` and prints one
+/// result per phase.
 pub fn bench_rpc(config: Config, config_path: PathBuf, args: RpcArgs) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     let client =
@@ -137,21 +152,20 @@ pub fn bench_rpc(config: Config, config_path: PathBuf, args: RpcArgs) -> Result<
     let cap = Duration::from_secs(args.seconds_max);
     let servers = config.servers.len() as u32;
     let common = json!({"bench": "rpc", "servers": servers, "client_runtime": "current_thread"});
-    let with = |extra: serde_json::Value, mut figures: serde_json::Value| {
-        let mut all = common.clone();
-        for part in [extra, figures.take()] {
-            if let (Some(all), Some(part)) = (all.as_object_mut(), part.as_object()) {
-                all.extend(part.clone());
-            }
-        }
-        all
-    };
+    let with = |extra: serde_json::Value, figures: serde_json::Value| merge([common.clone(), extra, figures]);
 
-    // The floor: the echo baseline first, on a quiet connection set.
+    // The floor first, before this process sends Weft any traffic.
     let (request_bytes, reply_bytes) = ping_frame_bytes();
     let threads = config.threads.network.max(1) as usize;
+    // Weft's servers get no traffic from here meanwhile: their CPU is
+    // their background work (status exchange, pools, reclaim).
+    let idle_before = server_cpu_seconds(&pids);
     let mut echo = runtime.block_on(echo_baseline(request_bytes, threads, args.count, cap))?;
-    let figures = echo.figures();
+    let idle = idle_before.zip(server_cpu_seconds(&pids)).map(|(before, after)| after - before);
+    let mut figures = echo.figures();
+    if let Some(idle) = idle {
+        figures["weft_servers_idle_cpu_ms_per_s"] = json!(round(idle / echo.seconds.max(1e-9) * 1e3, 10.0));
+    }
     let echo_p50 = percentile(&echo.latencies_us, 0.5);
     emit(
         args.json,

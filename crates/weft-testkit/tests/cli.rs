@@ -139,6 +139,7 @@ fn bench_rpc_reports_every_phase() {
         assert!(r["server_cpu_us_per_op"].as_f64().is_some_and(|v| v >= 0.0), "server CPU in {r}");
     }
     assert_eq!(records[0]["message_bytes"], records[1]["request_bytes"], "the echo moves a Ping frame's bytes");
+    assert!(records[0]["weft_servers_idle_cpu_ms_per_s"].as_f64().is_some(), "{}", records[0]);
     assert!(records[1]["ratio_to_echo_p50"].as_f64().is_some(), "{}", records[1]);
     assert!(!ok(weft(&["ls", "weft:/"], cfg)).contains("bench-rpc"), "the benchmark file is removed");
 }
