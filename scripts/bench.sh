@@ -2,8 +2,10 @@
 # Runs the benchmarks behind BENCHMARKS.md, each RUNS times (default 3), on
 # a fresh local file system of 4 servers mounted with FUSE, and prints the
 # median of every figure. Raw JSON lines go to target/bench/raw.jsonl.
-# Usage: scripts/bench.sh [io] [md] [hpio] [fuse] [postmark] [bonnie] [md-sweep] [md-delay]
+# Usage: scripts/bench.sh [io] [md] [hpio] [rpc] [fuse] [postmark] [bonnie] [md-sweep] [md-delay]
 #   (default: all but md-sweep and md-delay)
+# rpc: `weft bench rpc` (null request and 4 KiB I/O latency and CPU per
+#   request, beside a same-run TCP echo baseline).
 # md-sweep: `weft bench md` on fresh file systems of SWEEP_SERVERS (default
 #   "1 2 4 8") servers; per run, aggregate and --client-driven one operation
 #   at a time per process, and aggregate with INFLIGHT (8) operations in
@@ -13,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
 ./scripts/deps.sh
-what=${*:-io md hpio fuse postmark bonnie}
+what=${*:-io md hpio rpc fuse postmark bonnie}
 case " $what " in *" postmark "*|*" bonnie "*)
   for p in bonnie++ postmark; do dpkg -s "$p" >/dev/null 2>&1 || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bonnie++ postmark >/dev/null; break; }; done ;;
 esac
@@ -75,6 +77,7 @@ for run in $(seq 1 $RUNS); do
     case $w in
       io) $weft bench io --procs 4 --size-per-proc 256M --json >> $raw ;;
       md) $weft bench md --procs 4 --files 1000 --json >> $raw ;;
+      rpc) $weft bench rpc --json >> $raw ;;
       hpio)
         $weft bench hpio --region-count 65536 --methods list,list64,datatype --json >> $raw
         $weft bench hpio --region-count 4096 --methods posix,datatype --cases c-nc --json >> $raw

@@ -6,7 +6,8 @@ from collections import defaultdict
 
 MEASURES = {"mib_per_s", "ops_per_s", "seconds", "ratio_to_loopback_tcp", "ratio_to_local_disk",
             "client_cpu_us_per_op", "write_mib_per_s", "read_mib_per_s", "speedup",
-            "latency_us_p50", "latency_us_p99", "load_avg_1m", "server_cpu_us_per_op"}
+            "latency_us_p50", "latency_us_p99", "load_avg_1m", "server_cpu_us_per_op",
+            "ops", "requests", "ratio_to_echo_p50", "weft_servers_idle_cpu_ms_per_s"}
 groups = defaultdict(lambda: defaultdict(list))
 for line in open(sys.argv[1]):
     line = line.strip()

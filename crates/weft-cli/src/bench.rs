@@ -1,5 +1,6 @@
-//! Benchmarks (not tests): `weft bench io`, `weft bench md` and
-//! `weft bench hpio` (in [`crate::hpio`]).
+//! Benchmarks (not tests): `weft bench io`, `weft bench md`,
+//! `weft bench hpio` (in [`crate::hpio`]) and `weft bench rpc` (in
+//! [`crate::rpc`]).
 //!
 //! A coordinator starts P worker processes (hidden `weft bench worker`),
 //! waits until all are connected and ready, releases them together, and
@@ -10,6 +11,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -31,12 +33,18 @@ pub enum BenchCommand {
     Md(MdArgs),
     /// HPIO: noncontiguous sweeps (posix, list, list64, datatype).
     Hpio(crate::hpio::HpioArgs),
+    /// The request path: null request and 4 KiB I/O latency, CPU per
+    /// request, beside a TCP echo baseline.
+    Rpc(crate::rpc::RpcArgs),
     /// Internal: one worker process of a benchmark.
     #[command(hide = true)]
     Worker(WorkerArgs),
     /// Internal: the receiving end of the loopback TCP baseline.
     #[command(hide = true)]
     TcpSink(SinkArgs),
+    /// Internal: the server of the TCP echo baseline of `bench rpc`.
+    #[command(hide = true)]
+    EchoServer(crate::rpc::EchoArgs),
 }
 
 /// File layouts of `bench io`.
@@ -200,13 +208,15 @@ pub fn run(config: Option<PathBuf>, command: BenchCommand) -> Result<(), String>
         BenchCommand::Worker(args) => worker(load_config(config)?, args),
         BenchCommand::TcpSink(args) => tcp_sink(args),
         BenchCommand::Hpio(args) => crate::hpio::hpio(load_config(config)?, args),
+        BenchCommand::Rpc(args) => crate::rpc::bench_rpc(load_config(config.clone())?, config.expect("checked"), args),
+        BenchCommand::EchoServer(args) => crate::rpc::echo_server(args),
     }
 }
 
 /// A rank's file path and starting offset in one access pattern.
 type RankFile<'a> = Box<dyn Fn(u32) -> (String, u64) + 'a>;
 
-fn emit(json_output: bool, value: serde_json::Value) {
+pub(crate) fn emit(json_output: bool, value: serde_json::Value) {
     if json_output {
         println!("{value}");
     } else {
@@ -298,7 +308,7 @@ fn bench_io(config: Config, config_path: PathBuf, args: IoArgs) -> Result<(), St
         runtime.block_on(async { Client::new(config.clone(), ClientOptions::default()) }).map_err(|e| e.to_string())?;
     let _ = runtime.block_on(client.mkdir_all("/bench-io", 0o755));
     let caches = if args.drop_caches { "cold" } else { "warm" };
-    let server_pids = local_server_pids(&config_path);
+    let server_pids = server_pids(&config_path);
     let patterns: &[Pattern] = match args.pattern {
         Pattern::Both => &[Pattern::Shared, Pattern::FilePerProcess],
         p => std::slice::from_ref(match p {
@@ -485,7 +495,7 @@ fn bench_md(config: Config, config_path: PathBuf, args: MdArgs) -> Result<(), St
     let run_id = std::process::id();
     // A file system started by `weft up` on this machine lists its server
     // processes next to its configuration: their CPU time is measured too.
-    let server_pids = local_server_pids(&config_path);
+    let server_pids = server_pids(&config_path);
     for layout in ["unique_dir", "shared_dir"] {
         let base = format!("/bench-md-{run_id}-{layout}");
         runtime.block_on(client.mkdir_all(&base, 0o755)).map_err(|e| e.to_string())?;
@@ -569,17 +579,39 @@ fn bench_md(config: Config, config_path: PathBuf, args: MdArgs) -> Result<(), St
     Ok(())
 }
 
-/// The servers' process ids from the `pids` file `weft up` writes beside
-/// the configuration (empty when there is none: servers elsewhere).
-fn local_server_pids(config_path: &std::path::Path) -> Vec<u32> {
-    let Some(dir) = config_path.parent() else { return Vec::new() };
-    let text = std::fs::read_to_string(dir.join("pids")).unwrap_or_default();
-    text.lines().filter_map(|line| line.trim().parse().ok()).collect()
+/// The servers' process ids: from the `pids` file `weft up` writes beside
+/// the configuration, else the local processes running `server --config`
+/// with this configuration (empty when there are none: servers elsewhere).
+pub(crate) fn server_pids(config_path: &std::path::Path) -> Vec<u32> {
+    if let Some(dir) = config_path.parent() {
+        if let Ok(text) = std::fs::read_to_string(dir.join("pids")) {
+            return text.lines().filter_map(|line| line.trim().parse().ok()).collect();
+        }
+    }
+    let Ok(config) = std::fs::canonicalize(config_path) else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let mut pids: Vec<u32> = entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|pid: &u32| runs_server_of(*pid, &config))
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+/// Whether process `pid`'s command line is `… server --config <config> …`.
+fn runs_server_of(pid: u32, config: &std::path::Path) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { return false };
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    let names_config = args.windows(2).any(|pair| {
+        pair[0] == b"--config"
+            && std::fs::canonicalize(std::ffi::OsStr::from_bytes(pair[1])).is_ok_and(|path| path == config)
+    });
+    names_config && args.contains(&&b"server"[..])
 }
 
 /// User + system CPU seconds of these processes (all threads), from
 /// `/proc`; `None` when there are none or one has gone.
-fn server_cpu_seconds(pids: &[u32]) -> Option<f64> {
+pub(crate) fn server_cpu_seconds(pids: &[u32]) -> Option<f64> {
     if pids.is_empty() {
         return None;
     }
@@ -598,7 +630,7 @@ fn server_cpu_seconds(pids: &[u32]) -> Option<f64> {
 }
 
 /// The 1-minute load average (the machine is shared: every figure says how busy it was).
-fn load_average() -> f64 {
+pub(crate) fn load_average() -> f64 {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|text| text.split_whitespace().next().and_then(|v| v.parse().ok()))
@@ -607,7 +639,8 @@ fn load_average() -> f64 {
 
 // ---------- worker ----------
 
-fn cpu_seconds() -> f64 {
+/// User + system CPU seconds of this process (all threads).
+pub(crate) fn cpu_seconds() -> f64 {
     // SAFETY: rusage is plain integers, for which all-zero bytes are valid.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: getrusage fills the struct we pass.

@@ -9,6 +9,7 @@ mod files;
 mod fsck;
 mod hpio;
 mod monitor;
+mod rpc;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

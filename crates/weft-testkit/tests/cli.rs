@@ -1,10 +1,10 @@
 //! The `weft` command end to end: genconfig errors, up, ping, cp in and
-//! out, ls, mkdir, layout, stat, statfs, rm, down.
+//! out, ls, mkdir, layout, stat, statfs, rm, down; `bench rpc`'s report.
 
 use std::path::Path;
 use std::process::{Command, Output};
 
-use weft_testkit::weft_bin;
+use weft_testkit::{weft_bin, Cluster, ClusterOptions};
 
 fn weft(args: &[&str], config: Option<&Path>) -> Output {
     let mut command = Command::new(weft_bin());
@@ -101,6 +101,47 @@ fn commands_without_config_or_with_bad_config_explain() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(stderr.contains("bad.toml:") && stderr.contains("server[1].address"), "{stderr}");
+}
+
+/// `weft bench rpc --json` with small counts: one line per phase, every
+/// operation done, exactly one request per operation, server CPU found from
+/// the servers' command lines, the benchmark file removed. No timing checks.
+#[test]
+fn bench_rpc_reports_every_phase() {
+    let cluster = Cluster::start(ClusterOptions::default());
+    let cfg = Some(cluster.config_path.as_path());
+    let args =
+        ["bench", "rpc", "--json", "--count", "300", "--io-count", "100", "--inflight", "8", "--seconds-max", "120"];
+    let out = ok(weft(&args, cfg));
+    let records: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let phases: Vec<(String, String, u64)> = records
+        .iter()
+        .map(|r| {
+            (r["method"].as_str().unwrap().into(), r["phase"].as_str().unwrap().into(), r["inflight"].as_u64().unwrap())
+        })
+        .collect();
+    let expected = [("tcp_echo", "echo", 1), ("weft", "ping", 1), ("weft", "write_4k", 1), ("weft", "write_4k", 8)]
+        .into_iter()
+        .chain([("weft", "read_4k", 1), ("weft", "read_4k", 8)]);
+    assert_eq!(phases, expected.map(|(m, p, i)| (m.to_string(), p.to_string(), i)).collect::<Vec<_>>(), "{out}");
+    for r in &records {
+        assert_eq!(r["bench"], "rpc");
+        assert_eq!(r["servers"], 4);
+        let ops = if r["phase"] == "echo" || r["phase"] == "ping" { 300 } else { 100 };
+        assert_eq!(r["ops"], ops, "{r}");
+        if r["method"] == "weft" {
+            assert_eq!(r["requests"], ops, "one request per operation: {r}");
+        }
+        for field in ["seconds", "ops_per_s", "latency_us_p50", "latency_us_p99", "client_cpu_us_per_op"] {
+            assert!(r[field].as_f64().is_some_and(|v| v >= 0.0), "{field} in {r}");
+        }
+        assert!(r["latency_us_p50"].as_f64() <= r["latency_us_p99"].as_f64(), "{r}");
+        assert!(r["server_cpu_us_per_op"].as_f64().is_some_and(|v| v >= 0.0), "server CPU in {r}");
+    }
+    assert_eq!(records[0]["message_bytes"], records[1]["request_bytes"], "the echo moves a Ping frame's bytes");
+    assert!(records[0]["weft_servers_idle_cpu_ms_per_s"].as_f64().is_some(), "{}", records[0]);
+    assert!(records[1]["ratio_to_echo_p50"].as_f64().is_some(), "{}", records[1]);
+    assert!(!ok(weft(&["ls", "weft:/"], cfg)).contains("bench-rpc"), "the benchmark file is removed");
 }
 
 fn weft_fuse_is_mounted(path: &Path) -> bool {
