@@ -158,3 +158,36 @@ fn openmpi_pnetcdf() {
     // CDF-5 (NC_64BIT_DATA): "CDF" then version byte 5.
     library_round_trips("pnetcdf_rw", "pnetcdf", "libpnetcdf-dev", b"CDF\x05", Some("big"));
 }
+
+/// A program that leaves its HDF5 file (and datasets) open: HDF5 closes
+/// them from its `MPI_COMM_SELF` attribute callback inside `MPI_Finalize`,
+/// which must still find the Weft file usable (issue 24). A second job
+/// reopens the file and verifies every value; the file has the size of the
+/// one the same program leaves through ROMIO on a local path (HDF5 records
+/// modification times, so the bytes themselves differ between runs).
+#[test]
+fn openmpi_hdf5_left_open_at_finalize() {
+    let (name, package) = ("hdf5_rw", "hdf5-openmpi");
+    let flavour = Flavour::OpenMpi;
+    if !available(flavour) || !library_available(package, "libhdf5-openmpi-dev") {
+        return;
+    }
+    let _one_at_a_time = exclusive();
+    let cluster = Cluster::start(ClusterOptions::default());
+    let binary = library_program(name, package);
+    let config = Some(cluster.config_path.as_path());
+    let ok = format!("{name} OK");
+
+    let run = run_job(flavour, &binary, &["weft:/left.h5", "write-open"], config, true);
+    assert!(run.stdout.contains(&ok), "{}{}", run.stdout, run.stderr);
+    let run = run_job(flavour, &binary, &["weft:/left.h5", "read"], config, true);
+    assert!(run.stdout.contains(&ok), "reopening the file left open:\n{}{}", run.stdout, run.stderr);
+
+    let local = tempfile::tempdir().expect("local dir");
+    let reference = local.path().join("left.h5");
+    let run = run_job(flavour, &binary, &[reference.to_str().expect("utf-8"), "write-open"], config, true);
+    assert!(run.stdout.contains(&ok), "{}{}", run.stdout, run.stderr);
+    let romio = std::fs::read(&reference).expect("ROMIO's file");
+    let stored = weft_file_bytes(&cluster, "/left.h5");
+    assert_eq!(stored.len(), romio.len(), "the file HDF5 closed at MPI_Finalize differs in size from ROMIO's");
+}
