@@ -191,3 +191,36 @@ fn openmpi_hdf5_left_open_at_finalize() {
     let stored = weft_file_bytes(&cluster, "/left.h5");
     assert_eq!(stored.len(), romio.len(), "the file HDF5 closed at MPI_Finalize differs in size from ROMIO's");
 }
+
+/// One HDF5 file, serial and parallel in turn (`tests/c/hdf5_serial.c`):
+/// rank 0 creates it with the sec2 driver (POSIX `open(O_RDWR|O_CREAT|
+/// O_TRUNC)`, `pwrite`, `close` on the `weft:` name, served by
+/// `c/posix.c`), all ranks open it with the mpio driver and write, rank 0
+/// reopens it serially read-write, checks and adds a dataset, and all ranks
+/// read everything back in parallel. The same program on a local file
+/// (ROMIO) is the baseline; both files must have the same size.
+#[test]
+fn openmpi_hdf5_serial_and_parallel() {
+    let (name, package) = ("hdf5_serial", "hdf5-openmpi");
+    let flavour = Flavour::OpenMpi;
+    if !available(flavour) || !library_available(package, "libhdf5-openmpi-dev") {
+        return;
+    }
+    let _one_at_a_time = exclusive();
+    let cluster = Cluster::start(ClusterOptions::default());
+    let binary = library_program(name, package);
+    let config = Some(cluster.config_path.as_path());
+    let ok = format!("{name} OK");
+    cluster.client().mkdir("/h5", 0o755).expect("mkdir /h5");
+
+    let run = run_job(flavour, &binary, &["weft:/h5/serial.h5"], config, true);
+    assert!(run.stdout.contains(&ok), "{}{}", run.stdout, run.stderr);
+
+    let local = tempfile::tempdir().expect("local dir");
+    let reference = local.path().join("serial.h5");
+    let run = run_job(flavour, &binary, &[reference.to_str().expect("utf-8")], config, true);
+    assert!(run.stdout.contains(&ok), "{}{}", run.stdout, run.stderr);
+    let romio = std::fs::read(&reference).expect("ROMIO's file");
+    let stored = weft_file_bytes(&cluster, "/h5/serial.h5");
+    assert_eq!(stored.len(), romio.len(), "the file differs in size from the same program's on a local file");
+}

@@ -32,7 +32,8 @@ REQUEST_HOOKS = ["MPI_Wait", "MPI_Test", "MPI_Waitall", "MPI_Testall", "MPI_Wait
                  "MPI_Init_thread"]
 # POSIX calls the C layer interposes on `weft:` names (c/posix.c; all other
 # names go to libc): the probes of PnetCDF and similar libraries.
-POSIX_HOOKS = ["open", "open64", "__open_2", "__open64_2", "access", "truncate", "truncate64",
+POSIX_HOOKS = ["open", "open64", "__open_2", "__open64_2", "access", "truncate", "truncate64", "close", "fsync",
+               "fdatasync", "stat", "lstat", "stat64", "lstat64",
                # c/pnetcdf.c: PnetCDF calls whose POSIX probes use the name stripped of `weft:`
                "ncmpi_create", "ncmpi_open", "ncmpi_inq_file_format"]
 # Implemented for Weft handles: every `int weft_impl_<name>(` defined in the
