@@ -159,68 +159,61 @@ fn openmpi_pnetcdf() {
     library_round_trips("pnetcdf_rw", "pnetcdf", "libpnetcdf-dev", b"CDF\x05", Some("big"));
 }
 
+/// Runs the HDF5 program `name` on `weft:<weft_path>` once per entry of
+/// `modes` (its second argument, if any), each job printing "<name> OK",
+/// then once on a local file with the first mode through ROMIO: the two
+/// files must have the same size (HDF5 records modification times, so the
+/// bytes themselves differ between runs).
+fn hdf5_runs_match_local_size(name: &str, weft_path: &str, modes: &[Option<&str>]) {
+    let package = "hdf5-openmpi";
+    let flavour = Flavour::OpenMpi;
+    if !available(flavour) || !library_available(package, "libhdf5-openmpi-dev") {
+        return;
+    }
+    let _one_at_a_time = exclusive();
+    let cluster = Cluster::start(ClusterOptions::default());
+    let binary = library_program(name, package);
+    let config = Some(cluster.config_path.as_path());
+    let ok = format!("{name} OK");
+    if let Some((parent, _)) = weft_path.rsplit_once('/').filter(|(parent, _)| !parent.is_empty()) {
+        cluster.client().mkdir_all(parent, 0o755).unwrap_or_else(|e| panic!("mkdir {parent}: {e:?}"));
+    }
+    let weft_name = format!("weft:{weft_path}");
+    let job = |path: &str, mode: &Option<&str>| {
+        let mut args = vec![path];
+        args.extend(mode.iter().copied());
+        let run = run_job(flavour, &binary, &args, config, true);
+        assert!(run.stdout.contains(&ok), "{name} {args:?}:\n{}{}", run.stdout, run.stderr);
+    };
+    for mode in modes {
+        job(&weft_name, mode);
+    }
+    let local = tempfile::tempdir().expect("local dir");
+    let reference = local.path().join(name);
+    job(reference.to_str().expect("utf-8"), modes.first().expect("a mode"));
+    let romio = std::fs::read(&reference).expect("ROMIO's file");
+    let stored = weft_file_bytes(&cluster, weft_path);
+    assert_eq!(stored.len(), romio.len(), "{name}: the weft: file differs in size from the same program's local file");
+}
+
 /// A program that leaves its HDF5 file (and datasets) open: HDF5 closes
 /// them from its `MPI_COMM_SELF` attribute callback inside `MPI_Finalize`,
 /// which must still find the Weft file usable (issue 24). A second job
 /// reopens the file and verifies every value; the file has the size of the
-/// one the same program leaves through ROMIO on a local path (HDF5 records
-/// modification times, so the bytes themselves differ between runs).
+/// one the same program leaves through ROMIO on a local path.
 #[test]
 fn openmpi_hdf5_left_open_at_finalize() {
-    let (name, package) = ("hdf5_rw", "hdf5-openmpi");
-    let flavour = Flavour::OpenMpi;
-    if !available(flavour) || !library_available(package, "libhdf5-openmpi-dev") {
-        return;
-    }
-    let _one_at_a_time = exclusive();
-    let cluster = Cluster::start(ClusterOptions::default());
-    let binary = library_program(name, package);
-    let config = Some(cluster.config_path.as_path());
-    let ok = format!("{name} OK");
-
-    let run = run_job(flavour, &binary, &["weft:/left.h5", "write-open"], config, true);
-    assert!(run.stdout.contains(&ok), "{}{}", run.stdout, run.stderr);
-    let run = run_job(flavour, &binary, &["weft:/left.h5", "read"], config, true);
-    assert!(run.stdout.contains(&ok), "reopening the file left open:\n{}{}", run.stdout, run.stderr);
-
-    let local = tempfile::tempdir().expect("local dir");
-    let reference = local.path().join("left.h5");
-    let run = run_job(flavour, &binary, &[reference.to_str().expect("utf-8"), "write-open"], config, true);
-    assert!(run.stdout.contains(&ok), "{}{}", run.stdout, run.stderr);
-    let romio = std::fs::read(&reference).expect("ROMIO's file");
-    let stored = weft_file_bytes(&cluster, "/left.h5");
-    assert_eq!(stored.len(), romio.len(), "the file HDF5 closed at MPI_Finalize differs in size from ROMIO's");
+    hdf5_runs_match_local_size("hdf5_rw", "/left.h5", &[Some("write-open"), Some("read")]);
 }
 
 /// One HDF5 file, serial and parallel in turn (`tests/c/hdf5_serial.c`):
-/// rank 0 creates it with the sec2 driver (POSIX `open(O_RDWR|O_CREAT|
-/// O_TRUNC)`, `pwrite`, `close` on the `weft:` name, served by
-/// `c/posix.c`), all ranks open it with the mpio driver and write, rank 0
-/// reopens it serially read-write, checks and adds a dataset, and all ranks
-/// read everything back in parallel. The same program on a local file
-/// (ROMIO) is the baseline; both files must have the same size.
+/// rank 0 creates it with the sec2 driver (POSIX `lstat`,
+/// `open(O_RDWR|O_CREAT|O_TRUNC)`, `pwrite`, `close` on the `weft:` name,
+/// served by `c/posix.c`), all ranks open it with the mpio driver and
+/// write, rank 0 reopens it serially read-write, checks and adds a dataset,
+/// and all ranks read everything back in parallel. The same program on a
+/// local file (ROMIO) is the baseline.
 #[test]
 fn openmpi_hdf5_serial_and_parallel() {
-    let (name, package) = ("hdf5_serial", "hdf5-openmpi");
-    let flavour = Flavour::OpenMpi;
-    if !available(flavour) || !library_available(package, "libhdf5-openmpi-dev") {
-        return;
-    }
-    let _one_at_a_time = exclusive();
-    let cluster = Cluster::start(ClusterOptions::default());
-    let binary = library_program(name, package);
-    let config = Some(cluster.config_path.as_path());
-    let ok = format!("{name} OK");
-    cluster.client().mkdir("/h5", 0o755).expect("mkdir /h5");
-
-    let run = run_job(flavour, &binary, &["weft:/h5/serial.h5"], config, true);
-    assert!(run.stdout.contains(&ok), "{}{}", run.stdout, run.stderr);
-
-    let local = tempfile::tempdir().expect("local dir");
-    let reference = local.path().join("serial.h5");
-    let run = run_job(flavour, &binary, &[reference.to_str().expect("utf-8")], config, true);
-    assert!(run.stdout.contains(&ok), "{}{}", run.stdout, run.stderr);
-    let romio = std::fs::read(&reference).expect("ROMIO's file");
-    let stored = weft_file_bytes(&cluster, "/h5/serial.h5");
-    assert_eq!(stored.len(), romio.len(), "the file differs in size from the same program's on a local file");
+    hdf5_runs_match_local_size("hdf5_serial", "/h5/serial.h5", &[None]);
 }

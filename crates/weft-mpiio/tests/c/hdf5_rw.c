@@ -31,34 +31,11 @@
 #define CHUNK_C 8
 #define TITLE "weft hdf5_rw test"
 
-static int rank, nprocs;
-
-#define CHECK(expr)                                                                     \
-    do {                                                                                \
-        if ((expr) < 0) {                                                               \
-            fprintf(stderr, "rank %d: %s:%d: %s failed\n", rank, __FILE__, __LINE__, #expr); \
-            H5Eprint2(H5E_DEFAULT, stderr);                                             \
-            MPI_Abort(MPI_COMM_WORLD, 2);                                               \
-        }                                                                               \
-    } while (0)
+#include "hdf5_common.h"
 
 static int32_t row_value(long r, long c) { return (int32_t)(r * 1000 + c + 7); }
 static double col_value(long r, long c) { return (double)r * 0.5 + (double)c * 1024.0 + 0.25; }
 static int64_t chunk_value(long r, long c) { return ((int64_t)r << 33) ^ (int64_t)(c * 2654435761u); }
-
-static hid_t mpio_fapl(void) {
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    CHECK(fapl);
-    CHECK(H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL));
-    return fapl;
-}
-
-static hid_t collective(void) {
-    hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
-    CHECK(dxpl);
-    CHECK(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE));
-    return dxpl;
-}
 
 static void write_file(const char *path, int leave_open) {
     hid_t fapl = mpio_fapl(), dxpl = collective();

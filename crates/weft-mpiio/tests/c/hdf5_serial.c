@@ -26,35 +26,13 @@
 #define ROWS 32
 #define COLS 24
 
-static int rank, nprocs;
-static long bad = 0;
+#include "hdf5_common.h"
 
-#define CHECK(expr)                                                                          \
-    do {                                                                                     \
-        if ((expr) < 0) {                                                                    \
-            fprintf(stderr, "rank %d: %s:%d: %s failed\n", rank, __FILE__, __LINE__, #expr); \
-            H5Eprint2(H5E_DEFAULT, stderr);                                                  \
-            MPI_Abort(MPI_COMM_WORLD, 2);                                                    \
-        }                                                                                    \
-    } while (0)
+static long bad = 0;
 
 static int32_t serial_value(long i) { return (int32_t)(i * 7 + 3); }
 static double serial2_value(long i) { return (double)i * 0.25 - 1.5; }
 static int64_t parallel_value(long r, long c) { return ((int64_t)r << 20) + c * 3 + 1; }
-
-static hid_t mpio_fapl(void) {
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    CHECK(fapl);
-    CHECK(H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL));
-    return fapl;
-}
-
-static hid_t collective(void) {
-    hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
-    CHECK(dxpl);
-    CHECK(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE));
-    return dxpl;
-}
 
 static void write_1d(hid_t file, const char *name, hid_t type, const void *data) {
     hsize_t n = SERIAL_N;
