@@ -164,8 +164,40 @@ fn structure(w: &mut Words<'_>, stack: &mut Vec<Dataloop>) -> MpiResult<Dataloop
     let n = usize::try_from(n).map_err(|_| MpiClass::Type)?;
     let first = stack.len().checked_sub(n).ok_or(MpiClass::Type)?;
     let children: Vec<Dataloop> = stack.drain(first..).collect();
+    let (blocklengths, displacements, children) = contiguous_children_as_bytes(blocklengths, displacements, children)?;
     let refs: Vec<&Dataloop> = children.iter().collect();
     built(Dataloop::create_struct(&blocklengths, &displacements, &refs))
+}
+
+/// Struct entries whose data is one run of bytes become that many bytes at
+/// the run's start: HDF5's linked-chunk I/O builds one struct entry per
+/// chunk, each with its own derived type (a contiguous piece at its own
+/// offset), and as distinct children 80,000 chunks would pass the
+/// dataloop's node limit; as byte runs they share a handful of children and
+/// usually fold into one hindexed node. The typemap is unchanged (same
+/// bytes, same order); the struct's bounds come from MPI (the C layer
+/// resizes every constructed type to MPI's own lb and extent).
+fn contiguous_children_as_bytes(
+    blocklengths: Vec<u64>,
+    displacements: Vec<i64>,
+    children: Vec<Dataloop>,
+) -> MpiResult<(Vec<u64>, Vec<i64>, Vec<Dataloop>)> {
+    let mut out = (Vec::with_capacity(children.len()), Vec::with_capacity(children.len()), Vec::new());
+    for ((blocklength, displacement), child) in blocklengths.into_iter().zip(displacements).zip(children) {
+        let size = child.size();
+        let one_run = child.root().is_contiguous() && (blocklength <= 1 || child.extent() == size as i64);
+        if size == 0 || !one_run {
+            out.0.push(blocklength);
+            out.1.push(displacement);
+            out.2.push(child);
+            continue;
+        }
+        let bytes = size.checked_mul(blocklength).ok_or(MpiClass::Type)?;
+        out.0.push(1);
+        out.1.push(displacement.checked_add(child.true_lb()).ok_or(MpiClass::Type)?);
+        out.2.push(built(Dataloop::bytes(bytes))?);
+    }
+    Ok(out)
 }
 
 fn subarray(w: &mut Words<'_>, stack: &mut Vec<Dataloop>) -> MpiResult<Dataloop> {
@@ -277,6 +309,29 @@ mod tests {
         let t = build(&program).unwrap();
         assert_eq!(t.size(), (blocks as u64 / 2) * (4 + 8));
         assert_eq!(t.extent(), (blocks - 1) * 16 + 8);
+    }
+
+    /// 80,000 struct entries, each its own contiguous child (8 bytes
+    /// resized to lb -k, placed 4 bytes into an hindexed), as
+    /// HDF5's linked-chunk I/O builds: more distinct children than the
+    /// dataloop's node limit, accepted as byte runs with the same typemap.
+    #[test]
+    fn struct_of_distinct_contiguous_children() {
+        let blocks = 80_000i64;
+        let mut program = Vec::new();
+        for k in 0..blocks {
+            program.extend([1, 8, 8, 10, -k, 12]);
+            program.extend([6, 1, 1, 4]);
+        }
+        program.extend([9, blocks]);
+        program.extend((0..blocks).map(|_| 1));
+        program.extend((0..blocks).map(|k| k * 32));
+        let t = build(&program).unwrap();
+        assert_eq!(t.size(), blocks as u64 * 8);
+        let pairs = crate::file::flatten(&t, 1).unwrap();
+        assert_eq!(pairs.len(), blocks as usize);
+        assert_eq!(pairs[0], (4, 8));
+        assert_eq!(pairs[1], (36, 8));
     }
 
     #[test]
