@@ -1,7 +1,7 @@
 /* Nonblocking MPI-IO on Weft files: MPI_File_i{read,write}[_at][_all],
  * the split collectives (*_all_begin/_end, *_at_all_begin/_end; not the
  * ordered ones), the MPI_Wait/MPI_Test family for their requests, and the
- * MPI_Finalize hook. Owns the table of Weft requests and of active split
+ * finalize clean-up of requests. Owns the table of Weft requests and of active split
  * collectives.
  *
  * - A start call checks and plans the access and starts its transfer on
@@ -32,9 +32,8 @@
  *   synchronization); the request completes when both have.
  * - Split collectives use the same machinery; one per file at a time (a
  *   second begin, or an end without begin, is MPI_ERR_IO as in ROMIO).
- * - MPI_Finalize: Weft requests still pending are completed and freed,
- *   files still open are synced (if writable) and closed, then
- *   PMPI_Finalize. */
+ * - Finalize (c/lifecycle.c): Weft requests still pending are completed
+ *   and freed, before the files still open are closed. */
 #include <mpi.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -473,9 +472,10 @@ int weft_impl_MPI_File_write_at_all_end(MPI_File fh, const void *buf, MPI_Status
 
 /* ---------- finalize ---------- */
 
-int MPI_Finalize(void) {
-    /* Pending Weft requests: finish their transfers, complete and free
-     * them (the application can no longer use them after finalize). */
+/* Finalize (c/lifecycle.c, before the files are closed): pending Weft
+ * requests finish their transfers and are completed and freed (the
+ * application can no longer use them after finalize). */
+void weft_finalize_requests(void) {
     for (;;) {
         weft_request *r = NULL;
         pthread_mutex_lock(&weft_requests_lock);
@@ -493,6 +493,4 @@ int MPI_Finalize(void) {
         free(s);
     }
     pthread_mutex_unlock(&weft_requests_lock);
-    weft_finalize_files();
-    return PMPI_Finalize();
 }

@@ -24,10 +24,17 @@
  *     probe, the first WEFT_POSIX_SNAPSHOT_MAX bytes instead). Later
  *     writes to the Weft file are not seen through it.
  *   open with write intent (O_WRONLY, O_RDWR, O_TRUNC, or O_CREAT of a
- *     missing file): EROFS. Write through MPI-IO or the FUSE mount.
+ *     missing file): a descriptor on a private writable memfd holding the
+ *     file's bytes (created / emptied first as the flags say), written
+ *     back to Weft by fsync, fdatasync and close (src/posix_writable.rs:
+ *     only what changed). close, fsync and fdatasync are interposed for
+ *     this; while no such descriptor is open their cost is one atomic load.
  *   access: from a Weft lookup (ENOENT if missing; R_OK/W_OK/X_OK against
  *     the permission bits).
  *   truncate / truncate64: sets the Weft file's size.
+ *   stat / lstat / stat64 / lstat64: from a Weft lookup (type, permission
+ *     bits, owner, size, handle as inode, times; HDF5 lstat()s a name
+ *     before opening it). The glibc 2.33+ symbols only, not __xstat.
  *
  * Every other name goes to the next definition (libc) found with
  * dlsym(RTLD_NEXT), resolved on first use: nothing runs at load time (the
@@ -50,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -57,6 +65,17 @@
 int weft_mpiio_posix_snapshot(const char *path, int fd, uint64_t cap, int prefix_ok, uint64_t *size);
 int weft_mpiio_posix_access(const char *path, int mode);
 int weft_mpiio_posix_truncate(const char *path, int64_t size);
+typedef struct {
+    uint32_t mode, uid, gid;
+    uint64_t size, ino;
+    int64_t atime_ns, mtime_ns, ctime_ns;
+} weft_posix_stat_t; /* src/posix.rs PosixStat */
+int weft_mpiio_posix_stat(const char *path, int follow, weft_posix_stat_t *out);
+/* src/posix_writable.rs: serial read-write descriptors (-1: not one of them). */
+int weft_mpiio_posix_writable_open(const char *path, int fd, int create, int exclusive, int truncate, uint32_t mode,
+                                   uint64_t cap, uint64_t *size);
+int weft_mpiio_posix_writable_sync(int fd, int durable);
+int weft_mpiio_posix_writable_release(int fd);
 
 #include "weft_posix.h"
 
@@ -113,6 +132,9 @@ typedef int (*weft_open2_fn)(const char *, int);
 typedef int (*weft_access_fn)(const char *, int);
 typedef int (*weft_truncate_fn)(const char *, off_t);
 typedef int (*weft_truncate64_fn)(const char *, off64_t);
+typedef int (*weft_fd_fn)(int);
+typedef int (*weft_stat_fn)(const char *, struct stat *);
+typedef int (*weft_stat64_fn)(const char *, struct stat64 *);
 
 /* Declares `real`, the next definition of `name` (a typedef'd pointer type). */
 #define NEXT(type, name)                                   \
@@ -144,13 +166,34 @@ static void weft_posix_too_big(const char *path, uint64_t size, uint64_t cap) {
             path, (unsigned long long)size, (unsigned long long)cap);
 }
 
-/* The descriptor for open(path, flags) of the Weft file `name`; -1 with errno. */
-static int weft_posix_open(const char *path, const char *name, int flags) {
-    int accmode = flags & O_ACCMODE;
-    if (accmode != O_RDONLY || (flags & O_TRUNC)) {
-        errno = EROFS;
+/* Descriptors open for writing (src/posix_writable.rs), for the fast path
+ * of close, fsync and fdatasync. */
+static int weft_posix_writables;
+
+/* A descriptor on a writable copy of the Weft file `name`; -1 with errno. */
+static int weft_posix_open_writable(const char *path, const char *name, int flags, mode_t mode) {
+    int fd = memfd_create("weft-writable", (flags & O_CLOEXEC) ? MFD_CLOEXEC : 0);
+    if (fd < 0) return -1;
+    uint64_t cap = weft_posix_snapshot_max(), size = 0;
+    int err = weft_mpiio_posix_writable_open(name, fd, (flags & O_CREAT) != 0, (flags & O_CREAT) && (flags & O_EXCL),
+                                             (flags & O_TRUNC) != 0, (uint32_t)mode, cap, &size);
+    if (err == EFBIG) weft_posix_too_big(path, size, cap);
+    if (err == 0 && lseek(fd, 0, SEEK_SET) != 0) err = errno ? errno : EIO;
+    if (err == 0 && (flags & O_APPEND) && fcntl(fd, F_SETFL, O_APPEND) != 0) err = errno ? errno : EIO;
+    if (err != 0) {
+        (void)weft_mpiio_posix_writable_release(fd); /* forget it if it was tracked */
+        close(fd);
+        errno = err;
         return -1;
     }
+    __atomic_add_fetch(&weft_posix_writables, 1, __ATOMIC_RELEASE);
+    return fd;
+}
+
+/* The descriptor for open(path, flags, mode) of the Weft file `name`; -1 with errno. */
+static int weft_posix_open(const char *path, const char *name, int flags, mode_t mode) {
+    int accmode = flags & O_ACCMODE;
+    if (accmode != O_RDONLY || (flags & O_TRUNC)) return weft_posix_open_writable(path, name, flags, mode);
     int fd = memfd_create("weft-snapshot", MFD_ALLOW_SEALING | ((flags & O_CLOEXEC) ? MFD_CLOEXEC : 0));
     if (fd < 0) return -1;
     uint64_t cap = weft_posix_snapshot_max(), size = 0;
@@ -159,7 +202,6 @@ static int weft_posix_open(const char *path, const char *name, int flags) {
     int prefix_ok = weft_posix_in_window(name);
     int err = weft_mpiio_posix_snapshot(name, fd, cap, prefix_ok, &size);
     if (err == 0 && (flags & O_CREAT) && (flags & O_EXCL)) err = EEXIST;
-    if (err == ENOENT && (flags & O_CREAT)) err = EROFS; /* creating needs write access */
     if (err == EFBIG) weft_posix_too_big(path, size, cap);
     if (err == 0 && lseek(fd, 0, SEEK_SET) != 0) err = errno ? errno : EIO;
     /* Read-only from here on: no write, resize or further seals. */
@@ -167,6 +209,8 @@ static int weft_posix_open(const char *path, const char *name, int flags) {
         err = errno ? errno : EIO;
     if (err != 0) {
         close(fd);
+        /* O_RDONLY|O_CREAT of a missing name creates it (empty). */
+        if (err == ENOENT && (flags & O_CREAT)) return weft_posix_open_writable(path, name, flags, mode);
         errno = err;
         return -1;
     }
@@ -189,7 +233,7 @@ int open(const char *path, int flags, ...) {
         va_end(ap);
     }
     const char *name = weft_posix_name(path);
-    if (name) return weft_posix_open(path, name, flags);
+    if (name) return weft_posix_open(path, name, flags, mode);
     NEXT(weft_open_fn, open);
     return real(path, flags, mode);
 }
@@ -203,7 +247,7 @@ int open64(const char *path, int flags, ...) {
         va_end(ap);
     }
     const char *name = weft_posix_name(path);
-    if (name) return weft_posix_open(path, name, flags);
+    if (name) return weft_posix_open(path, name, flags, mode);
     NEXT(weft_open_fn, open64);
     return real(path, flags, mode);
 }
@@ -211,14 +255,14 @@ int open64(const char *path, int flags, ...) {
 /* _FORTIFY_SOURCE's checked variants (open without a mode argument). */
 int __open_2(const char *path, int flags) {
     const char *name = weft_posix_name(path);
-    if (name) return weft_posix_open(path, name, flags);
+    if (name) return weft_posix_open(path, name, flags, 0);
     NEXT(weft_open2_fn, __open_2);
     return real(path, flags);
 }
 
 int __open64_2(const char *path, int flags) {
     const char *name = weft_posix_name(path);
-    if (name) return weft_posix_open(path, name, flags);
+    if (name) return weft_posix_open(path, name, flags, 0);
     NEXT(weft_open2_fn, __open64_2);
     return real(path, flags);
 }
@@ -258,4 +302,104 @@ int truncate64(const char *path, off64_t length) {
     if (name) return weft_posix_truncate(name, (int64_t)length);
     NEXT(weft_truncate64_fn, truncate64);
     return real(path, length);
+}
+
+/* A write-back's result as a libc call's: 0, or -1 with errno. */
+static int weft_posix_result(int err) {
+    if (err == 0) return 0;
+    errno = err;
+    return -1;
+}
+
+int close(int fd) {
+    if (__atomic_load_n(&weft_posix_writables, __ATOMIC_ACQUIRE) > 0) {
+        int err = weft_mpiio_posix_writable_release(fd);
+        if (err >= 0) {
+            __atomic_sub_fetch(&weft_posix_writables, 1, __ATOMIC_RELEASE);
+            NEXT(weft_fd_fn, close);
+            int rc = real(fd);
+            return err ? weft_posix_result(err) : rc; /* a failed write-back is close's error */
+        }
+    }
+    NEXT(weft_fd_fn, close);
+    return real(fd);
+}
+
+static int weft_posix_fsync(int fd, void **slot, const char *name) {
+    if (__atomic_load_n(&weft_posix_writables, __ATOMIC_ACQUIRE) > 0) {
+        int err = weft_mpiio_posix_writable_sync(fd, 1);
+        if (err >= 0) return weft_posix_result(err);
+    }
+    weft_fd_fn real = (weft_fd_fn)weft_posix_next(slot, name);
+    if (!real) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return real(fd);
+}
+
+int fsync(int fd) {
+    static void *slot;
+    return weft_posix_fsync(fd, &slot, "fsync");
+}
+
+int fdatasync(int fd) {
+    static void *slot;
+    return weft_posix_fsync(fd, &slot, "fdatasync");
+}
+
+/* Fills `st` (struct stat or struct stat64: the same layout on 64-bit
+ * Linux) from the Weft object `name`; 0, or -1 with errno. */
+#define WEFT_FILL_STAT(st, name, follow)                                           \
+    do {                                                                           \
+        weft_posix_stat_t ws;                                                      \
+        int err_ = weft_mpiio_posix_stat((name), (follow), &ws);                   \
+        if (err_) {                                                                \
+            errno = err_;                                                          \
+            return -1;                                                             \
+        }                                                                          \
+        memset((st), 0, sizeof *(st));                                             \
+        (st)->st_mode = ws.mode;                                                   \
+        (st)->st_uid = ws.uid;                                                     \
+        (st)->st_gid = ws.gid;                                                     \
+        (st)->st_size = (off_t)ws.size;                                            \
+        (st)->st_ino = ws.ino;                                                     \
+        (st)->st_nlink = 1;                                                        \
+        (st)->st_blksize = 65536;                                                  \
+        (st)->st_blocks = (blkcnt_t)((ws.size + 511) / 512);                       \
+        (st)->st_atim.tv_sec = ws.atime_ns / 1000000000;                           \
+        (st)->st_atim.tv_nsec = ws.atime_ns % 1000000000;                          \
+        (st)->st_mtim.tv_sec = ws.mtime_ns / 1000000000;                           \
+        (st)->st_mtim.tv_nsec = ws.mtime_ns % 1000000000;                          \
+        (st)->st_ctim.tv_sec = ws.ctime_ns / 1000000000;                           \
+        (st)->st_ctim.tv_nsec = ws.ctime_ns % 1000000000;                          \
+        return 0;                                                                  \
+    } while (0)
+
+int stat(const char *path, struct stat *st) {
+    const char *name = weft_posix_name(path);
+    if (name) WEFT_FILL_STAT(st, name, 1);
+    NEXT(weft_stat_fn, stat);
+    return real(path, st);
+}
+
+int lstat(const char *path, struct stat *st) {
+    const char *name = weft_posix_name(path);
+    if (name) WEFT_FILL_STAT(st, name, 0);
+    NEXT(weft_stat_fn, lstat);
+    return real(path, st);
+}
+
+int stat64(const char *path, struct stat64 *st) {
+    const char *name = weft_posix_name(path);
+    if (name) WEFT_FILL_STAT(st, name, 1);
+    NEXT(weft_stat64_fn, stat64);
+    return real(path, st);
+}
+
+int lstat64(const char *path, struct stat64 *st) {
+    const char *name = weft_posix_name(path);
+    if (name) WEFT_FILL_STAT(st, name, 0);
+    NEXT(weft_stat64_fn, lstat64);
+    return real(path, st);
 }

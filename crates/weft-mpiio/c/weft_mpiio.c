@@ -99,6 +99,8 @@ static int weft_raise_with(MPI_Errhandler handler, MPI_Comm comm, MPI_File handl
 
 /* Raises `code` (an MPI error class) on a Weft file through its handler. */
 int weft_raise(weft_file *file, int code) {
+    /* A retired file's handler and communicator are freed. */
+    if (file->retired) return weft_raise_null(code);
     return weft_raise_with(file->errhandler, file->comm, (MPI_File)file, code);
 }
 
@@ -403,6 +405,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     PMPI_Bcast(header, 2, MPI_LONG_LONG, 0, comm);
     if (header[0] != MPI_SUCCESS) { free(blob); *fh = MPI_FILE_NULL; return weft_raise_null((int)header[0]); }
     PMPI_Bcast(blob, (int)header[1], MPI_BYTE, 0, comm);
+    weft_finalize_register(); /* c/lifecycle.c: no-op once done at MPI_Init */
     weft_file *file = calloc(1, sizeof *file);
     int rc = file ? weft_mpi_class(weft_mpiio_attach(path, blob, (size_t)header[1], bits, &file->id)) : MPI_ERR_INTERN;
     free(blob);
@@ -434,40 +437,58 @@ static void weft_free_view_types(weft_file *file) {
     if (!is_named(file->filetype)) PMPI_Type_free(&file->filetype);
 }
 
-int weft_impl_MPI_File_close(MPI_File *fh) {
-    weft_file *file = (weft_file *)*fh;
+/* Closes `file`, collectively on its communicator. With `retire` (at
+ * finalize) the handle stays allocated and recognised, marked retired:
+ * a call on it from a finalize callback MPI runs after Weft's must reach
+ * neither freed memory nor PMPI (which would take it for its own). */
+static int weft_close(weft_file *file, int retire) {
     PMPI_Barrier(file->comm);
     weft_shared_teardown(file); /* shared.c */
     int rc = weft_mpi_class(weft_mpiio_detach(file->id, file->rank == 0));
     PMPI_Barrier(file->comm);
-    weft_unlink_handle(file);
     weft_fortran_forget(file);
     weft_free_view_types(file);
     if (file->info != MPI_INFO_NULL) PMPI_Info_free(&file->info);
     if (file->owns_errhandler) PMPI_Errhandler_free(&file->errhandler);
+    file->owns_errhandler = 0;
     PMPI_Comm_free(&file->comm);
-    *fh = MPI_FILE_NULL;
-    if (rc != MPI_SUCCESS) {
-        /* The handle is gone; report through the MPI_FILE_NULL handler. */
+    if (retire) {
+        file->retired = 1;
+    } else {
+        weft_unlink_handle(file);
         free(file);
-        return weft_raise_null(rc);
     }
-    free(file);
-    return MPI_SUCCESS;
+    return rc;
 }
 
-/* MPI_Finalize hook (c/nonblocking.c): files still open are synced (if
- * writable) and closed, newest first; close is collective on each file's
+int weft_impl_MPI_File_close(MPI_File *fh) {
+    weft_file *file = (weft_file *)*fh;
+    *fh = MPI_FILE_NULL;
+    /* Closed by Weft at finalize already (its data synced then). */
+    if (file->retired) return MPI_SUCCESS;
+    /* An error: the handle is gone; report through the MPI_FILE_NULL handler. */
+    return weft_raise_null(weft_close(file, 0));
+}
+
+int weft_retired_call(weft_file *file, const char *name) {
+    (void)file;
+    fprintf(stderr, "libweft_mpiio: %s on a weft: file already closed at MPI_Finalize\n", name);
+    return weft_raise_null(MPI_ERR_FILE);
+}
+
+/* Finalize (c/lifecycle.c): files still open are synced (if writable) and
+ * closed, newest first, and retired; close is collective on each file's
  * communicator, whose ranks all reach MPI_Finalize. */
 void weft_finalize_files(void) {
     for (;;) {
+        weft_file *file = NULL;
         pthread_mutex_lock(&weft_lock);
-        weft_file *file = weft_files;
+        for (weft_file *f = weft_files; f && !file; f = f->next)
+            if (!f->retired) file = f;
         pthread_mutex_unlock(&weft_lock);
         if (!file) return;
         if (!(file->amode & MPI_MODE_RDONLY)) weft_mpiio_sync(file->id);
-        MPI_File fh = (MPI_File)file;
-        weft_impl_MPI_File_close(&fh);
+        weft_close(file, 1);
     }
 }
 
@@ -490,6 +511,7 @@ static void weft_fortran_forget(weft_file *file) {
 MPI_Fint MPI_File_c2f(MPI_File fh) {
     weft_file *file = weft_find(fh);
     if (!file) return PMPI_File_c2f(fh);
+    if (file->retired) return 0; /* MPI_FILE_NULL's, as for a closed file */
     int found = -1, empty = -1;
     pthread_mutex_lock(&weft_fortran_lock);
     for (int slot = 0; slot < WEFT_FINT_SLOTS && found < 0; slot++) {

@@ -15,6 +15,7 @@ typedef struct weft_file {
     MPI_Info info;
     MPI_Errhandler errhandler;
     int owns_errhandler;    /* errhandler came from MPI_File_get_errhandler */
+    int retired;            /* closed by Weft at MPI_Finalize; kept, never freed */
     struct weft_file *next;
 } weft_file;
 
@@ -24,7 +25,12 @@ int weft_unsupported(weft_file *file, const char *name);
 int weft_type_id(MPI_Datatype type, uint64_t *id);
 int weft_mpi_class(int weft_class);   /* Weft class (weft_mpiio.h) -> MPI_ERR_* */
 int weft_raise_null(int code);        /* raise through the MPI_FILE_NULL handler */
-void weft_finalize_files(void);       /* sync and close every open Weft file */
+void weft_finalize_files(void);       /* sync, close and retire every open Weft file */
+int weft_retired_call(weft_file *file, const char *name); /* a call on a retired file: MPI_ERR_FILE */
+/* c/lifecycle.c: Weft's clean-up as an MPI_COMM_SELF attribute (at
+ * MPI_Init, else at the first open), run by MPI inside MPI_Finalize. */
+void weft_finalize_register(void);
+void weft_finalize_requests(void);   /* c/nonblocking.c: complete and free pending requests */
 /* c/nonblocking.c: starts a background access as an MPI request. */
 int weft_istart(MPI_File fh, int write, int explicit_offset, MPI_Offset offset, const void *buf, long long count,
                 MPI_Datatype datatype, int collective, MPI_Request *request);

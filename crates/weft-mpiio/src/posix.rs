@@ -6,6 +6,8 @@
 //! it was given (it strips only ROMIO's own prefixes). `c/posix.c` catches
 //! these calls on names beginning with `weft:` (everything else goes to libc
 //! untouched) and calls the functions here with the name after the prefix.
+//! HDF5 asks `lstat()` of the name before it opens a file (to resolve
+//! symbolic links); `stat()` and `lstat()` are served here too.
 //!
 //! Every function returns 0 or a positive `errno` value (never an MPI class:
 //! POSIX callers get POSIX errors), and runs under `catch_unwind` (a panic
@@ -18,6 +20,7 @@ use std::os::fd::FromRawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use weft_client::BlockingClient;
+use weft_proto::message::ObjectKind;
 use weft_proto::ErrorCode;
 
 use crate::runtime::client;
@@ -25,14 +28,14 @@ use crate::runtime::client;
 /// Bytes read from Weft per request while filling a snapshot.
 const CHUNK_BYTES: u64 = 4 << 20;
 
-type Errno = c_int;
+pub(crate) type Errno = c_int;
 
-fn errno_of(code: ErrorCode) -> Errno {
+pub(crate) fn errno_of(code: ErrorCode) -> Errno {
     code.errno()
 }
 
 /// Runs `body`, mapping a panic to `EIO`.
-fn guarded(body: impl FnOnce() -> Result<(), Errno>) -> c_int {
+pub(crate) fn guarded(body: impl FnOnce() -> Result<(), Errno>) -> c_int {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => 0,
         Ok(Err(errno)) => errno,
@@ -42,7 +45,7 @@ fn guarded(body: impl FnOnce() -> Result<(), Errno>) -> c_int {
 
 /// # Safety
 /// `ptr` is NULL or a NUL-terminated string valid for the call.
-unsafe fn path_arg<'a>(ptr: *const c_char) -> Result<&'a str, Errno> {
+pub(crate) unsafe fn path_arg<'a>(ptr: *const c_char) -> Result<&'a str, Errno> {
     if ptr.is_null() {
         return Err(libc::EFAULT);
     }
@@ -50,7 +53,7 @@ unsafe fn path_arg<'a>(ptr: *const c_char) -> Result<&'a str, Errno> {
     unsafe { CStr::from_ptr(ptr) }.to_str().map_err(|_| libc::ENOENT)
 }
 
-fn weft() -> Result<&'static BlockingClient, Errno> {
+pub(crate) fn weft() -> Result<&'static BlockingClient, Errno> {
     client().map_err(|_| libc::EIO)
 }
 
@@ -87,19 +90,36 @@ pub unsafe extern "C" fn weft_mpiio_posix_snapshot(
         let total = total.min(cap);
         // SAFETY: the caller owns `fd` and keeps it open; ManuallyDrop never closes it.
         let mut out = ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(fd) });
-        let mut buffer = vec![0u8; total.min(CHUNK_BYTES) as usize];
-        let mut offset = 0u64;
-        while offset < total {
-            let want = (total - offset).min(CHUNK_BYTES) as usize;
-            let got = client.read_at(&file, offset, &mut buffer[..want]).map_err(errno_of)?;
-            if got == 0 {
-                break; // the file shrank meanwhile: the snapshot ends here
-            }
-            out.write_all(&buffer[..got]).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
-            offset += got as u64;
-        }
-        Ok(())
+        read_chunks(client, &file, total, |bytes| write_fd(&mut out, bytes))
     })
+}
+
+/// Writes all of `bytes` to `out`, as an errno.
+pub(crate) fn write_fd(out: &mut std::fs::File, bytes: &[u8]) -> Result<(), Errno> {
+    out.write_all(bytes).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+/// Reads the first `total` bytes of `file` in chunks of [`CHUNK_BYTES`],
+/// handing each to `sink`; stops early if the file is shorter (it shrank
+/// meanwhile).
+pub(crate) fn read_chunks(
+    client: &BlockingClient,
+    file: &weft_client::File,
+    total: u64,
+    mut sink: impl FnMut(&[u8]) -> Result<(), Errno>,
+) -> Result<(), Errno> {
+    let mut buffer = vec![0u8; total.min(CHUNK_BYTES) as usize];
+    let mut offset = 0u64;
+    while offset < total {
+        let want = (total - offset).min(CHUNK_BYTES) as usize;
+        let got = client.read_at(file, offset, &mut buffer[..want]).map_err(errno_of)?;
+        if got == 0 {
+            break;
+        }
+        sink(&buffer[..got])?;
+        offset += got as u64;
+    }
+    Ok(())
 }
 
 /// `access(2)` on a Weft name: `ENOENT` if it does not exist; `R_OK`/`W_OK`
@@ -118,6 +138,62 @@ pub unsafe extern "C" fn weft_mpiio_posix_access(path: *const c_char, mode: c_in
         if wanted.iter().any(|(bit, bits)| mode & bit != 0 && stat.mode & bits == 0) {
             return Err(libc::EACCES);
         }
+        Ok(())
+    })
+}
+
+/// Attributes of a Weft object for `stat(2)` (filled by [`weft_mpiio_posix_stat`]).
+#[repr(C)]
+pub struct PosixStat {
+    /// File type (`S_IFREG`, `S_IFDIR`, `S_IFLNK`) and permission bits.
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Size in bytes (files), target length (symlinks), entries (directories).
+    pub size: u64,
+    /// The object's handle, as an inode number.
+    pub ino: u64,
+    /// Access, modification and change times (ns since the epoch).
+    pub atime_ns: i64,
+    /// See `atime_ns`.
+    pub mtime_ns: i64,
+    /// See `atime_ns`.
+    pub ctime_ns: i64,
+}
+
+/// `stat(2)` (`follow != 0`) or `lstat(2)` on a Weft name.
+///
+/// # Safety
+/// `path` is a C string, `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn weft_mpiio_posix_stat(path: *const c_char, follow: c_int, out: *mut PosixStat) -> c_int {
+    guarded(|| {
+        // SAFETY: per this function's contract.
+        let path = unsafe { path_arg(path)? };
+        if out.is_null() {
+            return Err(libc::EFAULT);
+        }
+        let client = weft()?;
+        let stat = if follow != 0 { client.stat(path) } else { client.lstat(path) }.map_err(errno_of)?;
+        let kind = match stat.kind {
+            ObjectKind::Directory => libc::S_IFDIR,
+            ObjectKind::Symlink => libc::S_IFLNK,
+            ObjectKind::Metafile | ObjectKind::Datafile => libc::S_IFREG,
+        };
+        let posix = PosixStat {
+            mode: kind | (stat.mode & 0o7777),
+            uid: stat.uid,
+            gid: stat.gid,
+            size: stat.size,
+            ino: stat.handle.0,
+            atime_ns: stat.atime_ns,
+            mtime_ns: stat.mtime_ns,
+            ctime_ns: stat.ctime_ns,
+        };
+        // SAFETY: non-NULL and writable per this function's contract.
+        unsafe { out.write(posix) };
         Ok(())
     })
 }
@@ -160,6 +236,7 @@ mod tests {
             assert_eq!(weft_mpiio_posix_access(std::ptr::null(), 0), libc::EFAULT);
             assert_eq!(weft_mpiio_posix_unlink(std::ptr::null()), libc::EFAULT);
             assert_eq!(weft_mpiio_posix_truncate(std::ptr::null(), 0), libc::EFAULT);
+            assert_eq!(weft_mpiio_posix_stat(std::ptr::null(), 1, std::ptr::null_mut()), libc::EFAULT);
             assert_eq!(weft_mpiio_posix_snapshot(std::ptr::null(), -1, 0, 0, std::ptr::null_mut()), libc::EFAULT);
         }
     }

@@ -3,9 +3,14 @@
 //! The C layer walks an MPI datatype with `MPI_Type_get_envelope` and
 //! `MPI_Type_get_contents` and writes a postfix program of `i64` words:
 //! children first, then the constructor that consumes them. [`build`]
-//! runs it on an explicit, bounded stack (no recursion), checking every
-//! count against the words present, so a malformed program is an error,
-//! never a panic. Built dataloops live in a registry under a numeric id,
+//! runs it on an explicit stack (no recursion), checking every count
+//! against the words present, so a malformed program is an error, never a
+//! panic. Nothing is flattened: a constructor with n blocks (an hindexed
+//! or struct type of 20,000 chunks, as HDF5 builds) stays one dataloop node
+//! of n entries. The only bound here is the program's length,
+//! [`limits::MPI_DATATYPE_PROGRAM_WORDS_MAX`]; every entry on the stack
+//! consumed at least three words, so it bounds the stack too. The
+//! dataloop's own limits (`weft_dataloop::limits`) then apply. Built dataloops live in a registry under a numeric id,
 //! which the C layer caches on the MPI datatype as an attribute and frees
 //! with it.
 //!
@@ -26,12 +31,9 @@ use std::sync::{Arc, Mutex};
 
 use weft_dataloop::{mpi_types, Dataloop, Distribution, DistributionArg, Order};
 
-use crate::error::{MpiClass, MpiResult};
+use weft_proto::limits;
 
-/// Most children a program may leave on the stack (bounds nested structs).
-pub const STACK_ENTRIES_MAX: usize = 4096;
-/// Most words in one program.
-pub const PROGRAM_WORDS_MAX: usize = 1 << 24;
+use crate::error::{MpiClass, MpiResult};
 
 /// Reads operands of a program, failing on a short program.
 struct Words<'a> {
@@ -81,7 +83,7 @@ fn built<E>(result: Result<Dataloop, E>) -> MpiResult<Dataloop> {
 
 /// Runs a postfix datatype program; exactly one dataloop must remain.
 pub fn build(program: &[i64]) -> MpiResult<Dataloop> {
-    if program.len() > PROGRAM_WORDS_MAX {
+    if program.len() as u64 > limits::MPI_DATATYPE_PROGRAM_WORDS_MAX {
         return Err(MpiClass::Type);
     }
     let mut words = Words { words: program, next: 0 };
@@ -89,9 +91,6 @@ pub fn build(program: &[i64]) -> MpiResult<Dataloop> {
     while words.next < program.len() {
         let op = words.one()?;
         let made = step(op, &mut words, &mut stack)?;
-        if stack.len() >= STACK_ENTRIES_MAX {
-            return Err(MpiClass::Type);
-        }
         stack.push(made);
     }
     match (stack.pop(), stack.is_empty()) {
@@ -165,8 +164,40 @@ fn structure(w: &mut Words<'_>, stack: &mut Vec<Dataloop>) -> MpiResult<Dataloop
     let n = usize::try_from(n).map_err(|_| MpiClass::Type)?;
     let first = stack.len().checked_sub(n).ok_or(MpiClass::Type)?;
     let children: Vec<Dataloop> = stack.drain(first..).collect();
+    let (blocklengths, displacements, children) = contiguous_children_as_bytes(blocklengths, displacements, children)?;
     let refs: Vec<&Dataloop> = children.iter().collect();
     built(Dataloop::create_struct(&blocklengths, &displacements, &refs))
+}
+
+/// Struct entries whose data is one run of bytes become that many bytes at
+/// the run's start: HDF5's linked-chunk I/O builds one struct entry per
+/// chunk, each with its own derived type (a contiguous piece at its own
+/// offset), and as distinct children 80,000 chunks would pass the
+/// dataloop's node limit; as byte runs they share a handful of children and
+/// usually fold into one hindexed node. The typemap is unchanged (same
+/// bytes, same order); the struct's bounds come from MPI (the C layer
+/// resizes every constructed type to MPI's own lb and extent).
+fn contiguous_children_as_bytes(
+    blocklengths: Vec<u64>,
+    displacements: Vec<i64>,
+    children: Vec<Dataloop>,
+) -> MpiResult<(Vec<u64>, Vec<i64>, Vec<Dataloop>)> {
+    let mut out = (Vec::with_capacity(children.len()), Vec::with_capacity(children.len()), Vec::new());
+    for ((blocklength, displacement), child) in blocklengths.into_iter().zip(displacements).zip(children) {
+        let size = child.size();
+        let one_run = child.root().is_contiguous() && (blocklength <= 1 || child.extent() == size as i64);
+        if size == 0 || !one_run {
+            out.0.push(blocklength);
+            out.1.push(displacement);
+            out.2.push(child);
+            continue;
+        }
+        let bytes = size.checked_mul(blocklength).ok_or(MpiClass::Type)?;
+        out.0.push(1);
+        out.1.push(displacement.checked_add(child.true_lb()).ok_or(MpiClass::Type)?);
+        out.2.push(built(Dataloop::bytes(bytes))?);
+    }
+    Ok(out)
 }
 
 fn subarray(w: &mut Words<'_>, stack: &mut Vec<Dataloop>) -> MpiResult<Dataloop> {
@@ -257,6 +288,50 @@ mod tests {
     fn struct_of_two_named() {
         let t = build(&[1, 8, 8, 1, 4, 4, 9, 2, 1, 1, 0, 8]).unwrap();
         assert_eq!(t.size(), 12);
+    }
+
+    /// A struct of 20,000 blocks (far beyond the 4,096 children the
+    /// builder once allowed on its stack), alternating two child types.
+    #[test]
+    fn struct_of_twenty_thousand_blocks() {
+        let blocks = 20_000i64;
+        let mut program = Vec::new();
+        for k in 0..blocks {
+            // child: 4 bytes (k even) or a contiguous pair of them (k odd)
+            program.extend([1, 4, 4]);
+            if k % 2 == 1 {
+                program.extend([2, 2]);
+            }
+        }
+        program.extend([9, blocks]);
+        program.extend((0..blocks).map(|_| 1));
+        program.extend((0..blocks).map(|k| k * 16));
+        let t = build(&program).unwrap();
+        assert_eq!(t.size(), (blocks as u64 / 2) * (4 + 8));
+        assert_eq!(t.extent(), (blocks - 1) * 16 + 8);
+    }
+
+    /// 80,000 struct entries, each its own contiguous child (8 bytes
+    /// resized to lb -k, placed 4 bytes into an hindexed), as
+    /// HDF5's linked-chunk I/O builds: more distinct children than the
+    /// dataloop's node limit, accepted as byte runs with the same typemap.
+    #[test]
+    fn struct_of_distinct_contiguous_children() {
+        let blocks = 80_000i64;
+        let mut program = Vec::new();
+        for k in 0..blocks {
+            program.extend([1, 8, 8, 10, -k, 12]);
+            program.extend([6, 1, 1, 4]);
+        }
+        program.extend([9, blocks]);
+        program.extend((0..blocks).map(|_| 1));
+        program.extend((0..blocks).map(|k| k * 32));
+        let t = build(&program).unwrap();
+        assert_eq!(t.size(), blocks as u64 * 8);
+        let pairs = crate::file::flatten(&t, 1).unwrap();
+        assert_eq!(pairs.len(), blocks as usize);
+        assert_eq!(pairs[0], (4, 8));
+        assert_eq!(pairs[1], (36, 8));
     }
 
     #[test]

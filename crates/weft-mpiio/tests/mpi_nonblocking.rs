@@ -91,6 +91,48 @@ fn nonblocking_matches_mpi_io(flavour: Flavour) {
     );
 }
 
+/// Whether `bytes` are the ints 0, 1, 2, ... of `ranks` blocks of
+/// `BLOCK_INTS` (tests/c/finalize.c).
+fn assert_counting_ints(bytes: &[u8], ranks: usize, what: &str) {
+    let block_ints = 64 * 1024;
+    assert_eq!(bytes.len(), ranks * block_ints * 4, "{what}: size");
+    if let Some(at) = bytes.chunks_exact(4).enumerate().position(|(i, int)| int != (i as i32).to_ne_bytes()) {
+        panic!("{what}: int {at} is not {at}");
+    }
+}
+
+fn finalize_callbacks(flavour: Flavour) {
+    if !available(flavour) {
+        return;
+    }
+    let _one_at_a_time = exclusive();
+    let cluster = Cluster::start(ClusterOptions::default());
+    let finalize = program(flavour, "finalize");
+    let run = run_job(flavour, &finalize, &["weft:/fin"], Some(&cluster.config_path), false);
+    assert!(run.stdout.contains("finalize OK"), "{}{}", run.stdout, run.stderr);
+    let ranks = flavour.ranks() as usize;
+    let closed = weft_file_bytes(&cluster, "/fin.cb");
+    assert_counting_ints(&closed, ranks, "file written and closed in a finalize callback");
+    assert_counting_ints(&weft_file_bytes(&cluster, "/fin.open"), ranks, "file left open after a finalize callback");
+
+    let local = tempfile::tempdir().expect("local dir");
+    let prefix = local.path().join("fin");
+    let run = run_job(flavour, &finalize, &[prefix.to_str().expect("utf-8")], Some(&cluster.config_path), false);
+    assert!(run.stdout.contains("finalize OK"), "{}{}", run.stdout, run.stderr);
+    let reference = std::fs::read(format!("{}.cb", prefix.display())).expect("local file");
+    assert!(closed == reference, "the file closed in a finalize callback differs from the MPI library's");
+}
+
+#[test]
+fn openmpi_finalize_callbacks() {
+    finalize_callbacks(Flavour::OpenMpi);
+}
+
+#[test]
+fn mpich_finalize_callbacks() {
+    finalize_callbacks(Flavour::Mpich);
+}
+
 #[test]
 fn openmpi_nonblocking_matches_mpi_io() {
     nonblocking_matches_mpi_io(Flavour::OpenMpi);

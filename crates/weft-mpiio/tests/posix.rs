@@ -1,8 +1,9 @@
 //! The POSIX interposition on `weft:` names (`c/posix.c`, `src/posix.rs`),
 //! with each flavour's library preloaded into a plain C program (no MPI
 //! call, no `mpirun`): `tests/c/posix_probe.c` reads a Weft file through
-//! `open()`/`read()`, gets `EROFS` for write-intent opens, `ENOENT` from
-//! `access()` of a missing name, truncates through `truncate()`, gets
+//! `open()`/`read()`, creates, writes, syncs, truncates and appends to
+//! another through write-intent opens (`src/posix_writable.rs`), gets
+//! `ENOENT` from `access()` of a missing name, truncates through `truncate()`, gets
 //! `EFBIG` beyond the snapshot limit, and finds local names untouched.
 
 mod common;
@@ -65,12 +66,14 @@ fn posix_probe(flavour: Flavour) {
     let binary = program(flavour, "posix_probe");
     let local = tempfile::tempdir().expect("local dir");
     let size = SIZE.to_string();
-    let args = ["weft:/probe", &size, "weft:/probe.missing", local.path().to_str().expect("utf-8")];
+    let args = ["weft:/probe", &size, "weft:/probe.missing", local.path().to_str().expect("utf-8"), "weft:/probe.new"];
     let (ok, stdout, stderr) = run_preloaded(flavour, &binary, &args, &cluster.config_path);
     assert!(ok && stdout.contains("posix_probe OK"), "{}: {stdout}{stderr}", flavour.name());
     assert_eq!(stderr.matches("snapshot limit").count(), 1, "the EFBIG message must be printed once:\n{stderr}");
     assert_eq!(weft_file_bytes(&cluster, "/probe"), bytes[..SIZE / 2], "truncate() through the interposer");
     assert!(client.stat("/probe.missing").is_err(), "a refused open created the file");
+    assert_eq!(weft_file_bytes(&cluster, "/probe.new"), b"abcabc", "read-write opens: the file's final bytes");
+    assert_eq!(client.stat("/probe.new").expect("stat /probe.new").mode & 0o777, 0o640, "O_CREAT's mode");
     assert_eq!(std::fs::read(local.path().join("local.bin")).expect("local file").len(), 600, "local truncate");
 }
 

@@ -23,13 +23,17 @@ import sys
 # Written by hand in c/weft_mpiio.c (no handle argument, or special).
 HANDWRITTEN = {"MPI_File_open", "MPI_File_delete", "MPI_File_c2f", "MPI_File_f2c",
                "MPI_File_create_errhandler"}
-# Non-file MPI functions the C layer intercepts (c/nonblocking.c): Weft
-# requests complete on the application's thread; MPI_Finalize closes files.
+# Non-file MPI functions the C layer intercepts: Weft requests complete on
+# the application's thread (c/nonblocking.c); MPI_Init and MPI_Init_thread
+# set the MPI_COMM_SELF attribute whose delete callback closes files at
+# finalize (c/lifecycle.c).
 REQUEST_HOOKS = ["MPI_Wait", "MPI_Test", "MPI_Waitall", "MPI_Testall", "MPI_Waitany", "MPI_Testany",
-                 "MPI_Waitsome", "MPI_Testsome", "MPI_Request_get_status", "MPI_Request_free", "MPI_Finalize"]
+                 "MPI_Waitsome", "MPI_Testsome", "MPI_Request_get_status", "MPI_Request_free", "MPI_Init",
+                 "MPI_Init_thread"]
 # POSIX calls the C layer interposes on `weft:` names (c/posix.c; all other
 # names go to libc): the probes of PnetCDF and similar libraries.
-POSIX_HOOKS = ["open", "open64", "__open_2", "__open64_2", "access", "truncate", "truncate64",
+POSIX_HOOKS = ["open", "open64", "__open_2", "__open64_2", "access", "truncate", "truncate64", "close", "fsync",
+               "fdatasync", "stat", "lstat", "stat64", "lstat64",
                # c/pnetcdf.c: PnetCDF calls whose POSIX probes use the name stripped of `weft:`
                "ncmpi_create", "ncmpi_open", "ncmpi_inq_file_format"]
 # Implemented for Weft handles: every `int weft_impl_<name>(` defined in the
@@ -168,9 +172,12 @@ def main():
             target = 'weft_unsupported(weft_file_, "%s")' % name
             unsupported.append(name)
             listing.append("%s unsupported" % name)
+        # A handle Weft closed at finalize (c/lifecycle.c) is refused, except
+        # by close, which accepts it (weft_impl_MPI_File_close).
+        retired = "" if name == "MPI_File_close" else 'if (weft_file_->retired) return weft_retired_call(weft_file_, "%s"); ' % name
         lines += ["int %s(%s) {" % (name, ", ".join(d for _, _, d in ps)),
                   "    weft_file *weft_file_ = weft_find(%s);" % handle,
-                  "    if (weft_file_) return %s;" % target,
+                  "    if (weft_file_) { %sreturn %s; }" % (retired, target),
                   "    return P%s(%s);" % (name, args),
                   "}", ""]
     # Prototypes of the implementations, taken from the int-count variants.

@@ -88,6 +88,16 @@ pub const FILE_BYTES_MAX: u64 = i64::MAX as u64;
 /// region at worst keeps the request body far below `HEADER_BYTES_MAX`.
 pub const LIST_REGIONS_MAX: u32 = 65_536;
 
+/// Longest datatype program (64-bit words) libweft_mpiio's C layer hands its
+/// Rust core for one MPI datatype (`weft-mpiio/src/types.rs`). Types are not
+/// flattened, so this grows with the constructors' arguments (an hindexed or
+/// struct block costs 2 words, plus its child's program for a struct), not
+/// with the data: 2^24 words (128 MiB of program) admit struct types of
+/// millions of blocks (3.3 million of a named type, 5 words each), and
+/// refuse only a program that is itself the memory problem. The dataloop's own limits (`weft_dataloop::limits`) and, for
+/// datatype requests, [`HEADER_BYTES_MAX`] apply after it.
+pub const MPI_DATATYPE_PROGRAM_WORDS_MAX: u64 = 1 << 24;
+
 const _: () = assert!(LIST_REGIONS_MAX as u64 * 20 + 1024 <= HEADER_BYTES_MAX as u64);
 const _: () = assert!(FRAME_PAYLOAD_BYTES_MAX >= CHUNK_BYTES_MAX);
 const _: () = assert!(HEADER_BYTES_MAX as usize >= READDIR_ENTRIES_MAX as usize * (NAME_BYTES_MAX + 64));

@@ -1,6 +1,6 @@
 /* Parallel HDF5 through MPI-IO (H5Pset_fapl_mpio).
  *
- *   hdf5_rw PATH [write|read|both]      (default both)
+ *   hdf5_rw PATH [write|read|both|write-open]      (default both)
  *
  * write: creates PATH (H5F_ACC_TRUNC) and writes, collectively:
  *   /rows    int32   [ROWS*P][COLS]   each rank a block of ROWS rows
@@ -10,6 +10,9 @@
  *                                     its row block
  *   attributes: /rows@ranks (int, = P), /rows@scale (double[3]),
  *               file-level /@title (string)
+ * write-open: as write, but leaves the datasets and the file open (no
+ *   flush, no close): HDF5 closes them from its MPI_COMM_SELF attribute
+ *   callback inside MPI_Finalize, and a later `read` job checks the file.
  * read: reopens PATH read-only; every rank reads every dataset whole
  *   (collectively), the attributes, and verifies every value.
  *
@@ -28,36 +31,13 @@
 #define CHUNK_C 8
 #define TITLE "weft hdf5_rw test"
 
-static int rank, nprocs;
-
-#define CHECK(expr)                                                                     \
-    do {                                                                                \
-        if ((expr) < 0) {                                                               \
-            fprintf(stderr, "rank %d: %s:%d: %s failed\n", rank, __FILE__, __LINE__, #expr); \
-            H5Eprint2(H5E_DEFAULT, stderr);                                             \
-            MPI_Abort(MPI_COMM_WORLD, 2);                                               \
-        }                                                                               \
-    } while (0)
+#include "hdf5_common.h"
 
 static int32_t row_value(long r, long c) { return (int32_t)(r * 1000 + c + 7); }
 static double col_value(long r, long c) { return (double)r * 0.5 + (double)c * 1024.0 + 0.25; }
 static int64_t chunk_value(long r, long c) { return ((int64_t)r << 33) ^ (int64_t)(c * 2654435761u); }
 
-static hid_t mpio_fapl(void) {
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    CHECK(fapl);
-    CHECK(H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL));
-    return fapl;
-}
-
-static hid_t collective(void) {
-    hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
-    CHECK(dxpl);
-    CHECK(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE));
-    return dxpl;
-}
-
-static void write_file(const char *path) {
+static void write_file(const char *path, int leave_open) {
     hid_t fapl = mpio_fapl(), dxpl = collective();
     hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     CHECK(file);
@@ -120,6 +100,8 @@ static void write_file(const char *path) {
     for (long r = 0; r < ROWS; r++)
         for (long c = 0; c < COLS; c++) kbuf[r * COLS + c] = chunk_value(ROWS * rank + r, c);
     CHECK(H5Dwrite(chunked, H5T_NATIVE_INT64, rmem, kspace, dxpl, kbuf));
+    free(rbuf), free(cbuf), free(kbuf);
+    if (leave_open) return; /* closed by HDF5 inside MPI_Finalize */
 
     CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL));
     CHECK(H5Dclose(rows));
@@ -129,7 +111,6 @@ static void write_file(const char *path) {
     H5Sclose(scalar), H5Sclose(vec3), H5Tclose(str), H5Pclose(dcpl);
     CHECK(H5Fclose(file));
     H5Pclose(fapl), H5Pclose(dxpl);
-    free(rbuf), free(cbuf), free(kbuf);
 }
 
 static long verify_dataset(hid_t file, const char *name, hid_t type, size_t size, hsize_t d0, hsize_t d1, int kind,
@@ -208,13 +189,14 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     if (argc < 2) {
-        if (rank == 0) fprintf(stderr, "usage: hdf5_rw PATH [write|read|both]\n");
+        if (rank == 0) fprintf(stderr, "usage: hdf5_rw PATH [write|read|both|write-open]\n");
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     const char *path = argv[1], *mode = argc > 2 ? argv[2] : "both";
     long bad = 0, total = 0;
-    if (strcmp(mode, "read") != 0) write_file(path);
-    if (strcmp(mode, "write") != 0) bad = read_file(path);
+    int leave_open = strcmp(mode, "write-open") == 0;
+    if (strcmp(mode, "read") != 0) write_file(path, leave_open);
+    if (strcmp(mode, "write") != 0 && !leave_open) bad = read_file(path);
     MPI_Allreduce(&bad, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) {
         if (total == 0) printf("hdf5_rw OK (%s, %s, %d ranks)\n", mode, path, nprocs);
