@@ -22,7 +22,19 @@
  * byte for byte (untimed), restart read into cleared memory (timed), every
  * interior value checked and every guard cell checked untouched (untimed).
  *
+ * Built with -DWEFT_HDF5 and parallel HDF5 (the Makefile's flash_io_hdf5,
+ * OpenMPI only: Debian builds HDF5 against OpenMPI), `--api hdf5` writes
+ * the same checkpoint through HDF5 instead, as FLASH does: one dataset per
+ * variable ([all blocks][NX][NX][NX] doubles), each process writing its
+ * blocks' hyperslab from a strided memory selection of unk, the method's
+ * hints given to H5Pset_fapl_mpio, collective or independent transfers by
+ * the method; the timed write is create to close, the timed read open to
+ * close. The write is checked by reading each process's hyperslab back into
+ * contiguous memory (untimed): HDF5's own bytes (headers, object times)
+ * are not a pattern.
+ *
  * Options: --blocks NB (80)  --cells NX (8)  --guard G (4)  --vars NV (24)
+ *   --api mpiio|hdf5 (mpiio)
  *   --methods LIST (all of apps.h)  --sync (MPI_File_sync inside the timed
  *   write)  --keep (leave the file)
  * One JSON object per (method, phase) on stdout. */
@@ -35,6 +47,7 @@ typedef struct {
     long long side;       /* nx + 2 ng */
     long long mem_bytes;  /* one process's unk array */
     long long file_bytes; /* the checkpoint */
+    int sync;             /* MPI_File_sync inside the timed write (MPI-IO) */
 } flash_t;
 
 /* Byte offset in unk of variable v of interior cell (k, j, i) of block b. */
@@ -104,7 +117,88 @@ static MPI_Datatype memory_type(const flash_t *f) {
     return type;
 }
 
-static void run_method(const char *path, const flash_t *f, const char *name, uint64_t file_id, int sync) {
+#ifdef WEFT_HDF5
+#include <hdf5.h>
+
+#define H5_CHECK(call)                                                          \
+    do {                                                                        \
+        if ((call) < 0) die("%s:%d: %s failed", __FILE__, __LINE__, #call); \
+    } while (0)
+
+/* Selects variable v's interior cells of unk in the memory dataspace. */
+static void select_var(const flash_t *f, hid_t mspace, long long v) {
+    hsize_t start[5] = {0, (hsize_t)f->ng, (hsize_t)f->ng, (hsize_t)f->ng, (hsize_t)v};
+    hsize_t count[5] = {(hsize_t)f->nb, (hsize_t)f->nx, (hsize_t)f->nx, (hsize_t)f->nx, 1};
+    H5_CHECK(H5Sselect_hyperslab(mspace, H5S_SELECT_SET, start, NULL, count, NULL));
+}
+
+/* Untimed: each process's hyperslab of every variable, read back into
+ * contiguous memory, against the pattern. Wrong bytes, this rank. */
+static long long hdf5_check_written(const char *path, const flash_t *f, hid_t fapl, hid_t fspace, uint64_t file_id) {
+    long long cells = f->nb * f->nx * f->nx * f->nx, bad = 0;
+    unsigned char *buf = malloc((size_t)cells * 8);
+    if (!buf) die("out of memory");
+    hsize_t dims[1] = {(hsize_t)cells};
+    hid_t mspace = H5Screate_simple(1, dims, NULL), file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    H5_CHECK(file);
+    for (long long v = 0; v < f->nv; v++) {
+        char name[32];
+        snprintf(name, sizeof name, "var%03lld", v);
+        hid_t ds = H5Dopen2(file, name, H5P_DEFAULT);
+        H5_CHECK(ds);
+        H5_CHECK(H5Dread(ds, H5T_NATIVE_DOUBLE, mspace, fspace, H5P_DEFAULT, buf));
+        H5_CHECK(H5Dclose(ds));
+        unsigned char *p = buf;
+        for (long long b = 0; b < f->nb; b++)
+            for (long long k = 0; k < f->nx; k++)
+                for (long long j = 0; j < f->nx; j++)
+                    for (long long i = 0; i < f->nx; i++, p += 8)
+                        bad += pattern_check(p, file_id, (uint64_t)file_offset(f, b, k, j, i, v), 8, "flash hdf5 write");
+    }
+    H5_CHECK(H5Fclose(file));
+    H5Sclose(mspace);
+    free(buf);
+    return bad;
+}
+
+/* The checkpoint and restart through parallel HDF5 (see the top). */
+static void hdf5_run(const char *path, const flash_t *f, const method_t *m, uint64_t file_id, unsigned char *wbuf,
+                     unsigned char *rbuf, double seconds[2]) {
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), dxpl = H5Pcreate(H5P_DATASET_XFER);
+    H5_CHECK(H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, m->info));
+    H5_CHECK(H5Pset_dxpl_mpio(dxpl, m->collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT));
+    hsize_t mdims[5] = {(hsize_t)f->nb, (hsize_t)f->side, (hsize_t)f->side, (hsize_t)f->side, (hsize_t)f->nv};
+    hsize_t fdims[4] = {(hsize_t)(f->nb * g_procs), (hsize_t)f->nx, (hsize_t)f->nx, (hsize_t)f->nx};
+    hsize_t fstart[4] = {(hsize_t)(f->nb * g_rank), 0, 0, 0}, fcount[4] = {(hsize_t)f->nb, fdims[1], fdims[2], fdims[3]};
+    hid_t mspace = H5Screate_simple(5, mdims, NULL), fspace = H5Screate_simple(4, fdims, NULL);
+    H5_CHECK(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, fstart, NULL, fcount, NULL));
+    for (int phase = 0; phase < 2; phase++) {
+        double t0 = app_start();
+        hid_t file = phase == 0 ? H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl) : H5Fopen(path, H5F_ACC_RDONLY, fapl);
+        H5_CHECK(file);
+        for (long long v = 0; v < f->nv; v++) {
+            char name[32];
+            snprintf(name, sizeof name, "var%03lld", v);
+            hid_t ds = phase == 0 ? H5Dcreate2(file, name, H5T_NATIVE_DOUBLE, fspace, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)
+                                  : H5Dopen2(file, name, H5P_DEFAULT);
+            H5_CHECK(ds);
+            select_var(f, mspace, v);
+            if (phase == 0) H5_CHECK(H5Dwrite(ds, H5T_NATIVE_DOUBLE, mspace, fspace, dxpl, wbuf));
+            else H5_CHECK(H5Dread(ds, H5T_NATIVE_DOUBLE, mspace, fspace, dxpl, rbuf));
+            H5_CHECK(H5Dclose(ds));
+        }
+        H5_CHECK(H5Fclose(file));
+        seconds[phase] = app_elapsed(t0);
+        if (phase == 0 && sum_all(hdf5_check_written(path, f, fapl, fspace, file_id)))
+            die("flash_io hdf5 %s: file differs after write", m->name);
+    }
+    flash_read_t ctx = {f, rbuf};
+    if (sum_all(check_flash(&ctx, file_id))) die("flash_io hdf5 %s: read back wrong data", m->name);
+    H5Sclose(mspace), H5Sclose(fspace), H5Pclose(fapl), H5Pclose(dxpl);
+}
+#endif
+
+static void run_method(const char *path, const flash_t *f, const char *name, uint64_t file_id, int hdf5) {
     method_t m = method_make(name);
     long long run = f->nb * f->nx * f->nx * f->nx;
     MPI_Datatype memtype = memory_type(f), filetype;
@@ -113,17 +207,23 @@ static void run_method(const char *path, const flash_t *f, const char *name, uin
     unsigned char *wbuf = malloc((size_t)f->mem_bytes), *rbuf = calloc((size_t)f->mem_bytes, 1);
     if (!wbuf || !rbuf) die("out of memory");
     flash_pattern(f, wbuf, file_id, 0);
-    MPI_Offset disp = g_rank * run * 8;
-    access_t write = {disp, MPI_DOUBLE, filetype, 0, wbuf, 1, memtype}, read = write;
-    read.buf = rbuf;
-    flash_read_t ctx = {f, rbuf};
     double seconds[2];
-    app_run("flash_io", path, &m, file_id, sync, 0, &write, 1, &read, 1, f->file_bytes, check_flash, &ctx, seconds);
+    if (hdf5) {
+#ifdef WEFT_HDF5
+        hdf5_run(path, f, &m, file_id, wbuf, rbuf, seconds);
+#endif
+    } else {
+        MPI_Offset disp = g_rank * run * 8;
+        access_t write = {disp, MPI_DOUBLE, filetype, 0, wbuf, 1, memtype}, read = write;
+        read.buf = rbuf;
+        flash_read_t ctx = {f, rbuf};
+        app_run("flash_io", path, &m, file_id, f->sync, 0, &write, 1, &read, 1, f->file_bytes, check_flash, &ctx, seconds);
+    }
     const char *phases[] = {"write", "read"};
     for (int p = 0; p < 2; p++) {
         json_t j;
         app_json(&j, "flash_io", path, name, phases[p], f->file_bytes, seconds[p]);
-        json_str(&j, "api", "mpiio");
+        json_str(&j, "api", hdf5 ? "hdf5" : "mpiio");
         json_int(&j, "blocks_per_proc", f->nb);
         json_int(&j, "cells", f->nx);
         json_int(&j, "guard", f->ng);
@@ -142,11 +242,12 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_procs);
     const char *path = NULL, *methods = APP_METHODS;
-    flash_t f = {80, 8, 4, 24, 0, 0, 0};
-    int sync = 0, keep = 0;
+    flash_t f = {80, 8, 4, 24, 0, 0, 0, 0};
+    int keep = 0, hdf5 = 0;
     static struct option opts[] = {{"path", 1, 0, 'p'},  {"methods", 1, 0, 'm'}, {"blocks", 1, 0, 'b'},
                                    {"cells", 1, 0, 'n'}, {"guard", 1, 0, 'g'},   {"vars", 1, 0, 'v'},
-                                   {"sync", 0, 0, 's'},  {"keep", 0, 0, 'k'},    {0, 0, 0, 0}};
+                                   {"sync", 0, 0, 's'},  {"keep", 0, 0, 'k'},    {"api", 1, 0, 'a'},
+                                   {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -156,7 +257,11 @@ int main(int argc, char **argv) {
         case 'n': f.nx = atoll(optarg); break;
         case 'g': f.ng = atoll(optarg); break;
         case 'v': f.nv = atoll(optarg); break;
-        case 's': sync = 1; break;
+        case 's': f.sync = 1; break;
+        case 'a':
+            if (strcmp(optarg, "hdf5") == 0) hdf5 = 1;
+            else if (strcmp(optarg, "mpiio") != 0) die("--api wants mpiio or hdf5");
+            break;
         case 'k': keep = 1; break;
         default: die("unknown option");
         }
@@ -167,12 +272,15 @@ int main(int argc, char **argv) {
     f.mem_bytes = f.nb * f.side * f.side * f.side * f.nv * 8;
     f.file_bytes = f.nb * g_procs * f.nx * f.nx * f.nx * f.nv * 8;
     if (f.mem_bytes > (1LL << 31) - 1 || f.file_bytes / 8 > (1LL << 31) - 1) die("too large for int counts");
+#ifndef WEFT_HDF5
+    if (hdf5) die("built without HDF5: use flash_io_hdf5 (bench/mpi/Makefile)");
+#endif
     methods_check(methods);
     const char *all[] = {"posix", "sieving", "list", "datatype", "two-phase", "coll-datatype"};
     if (g_rank == 0) MPI_File_delete(path, MPI_INFO_NULL);
     MPI_Barrier(MPI_COMM_WORLD);
     for (int i = 0; i < 6; i++)
-        if (list_has(methods, all[i])) run_method(path, &f, all[i], 301 + (uint64_t)i, sync);
+        if (list_has(methods, all[i])) run_method(path, &f, all[i], 301 + (uint64_t)i, hdf5);
     MPI_Barrier(MPI_COMM_WORLD);
     if (g_rank == 0 && !keep) MPI_File_delete(path, MPI_INFO_NULL);
     MPI_Finalize();
