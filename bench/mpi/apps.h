@@ -164,6 +164,24 @@ static inline void app_run(const char *bench, const char *path, const method_t *
     MPI_CHECK(MPI_File_close(&fh));
 }
 
+/* A program's work for one method; file_id is the method's own pattern. */
+typedef void (*method_fn)(const char *path, const void *ctx, const char *method, uint64_t file_id);
+
+/* Runs `run` for each method of apps.h named in `methods` (in the order
+ * above; method i gets pattern id_base + 2 i, so a program may use the odd
+ * id too) on a fresh file, deleted afterwards unless `keep`. */
+static inline void app_each_method(const char *path, const char *methods, uint64_t id_base, int keep, method_fn run,
+                                   const void *ctx) {
+    static const char *const all[] = {"posix", "sieving", "list", "datatype", "two-phase", "coll-datatype"};
+    methods_check(methods);
+    if (g_rank == 0) MPI_File_delete(path, MPI_INFO_NULL);
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int i = 0; i < 6; i++)
+        if (list_has(methods, all[i])) run(path, ctx, all[i], id_base + 2 * (uint64_t)i);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (g_rank == 0 && !keep) MPI_File_delete(path, MPI_INFO_NULL);
+}
+
 /* The fields every application result has. */
 static inline void app_json(json_t *j, const char *bench, const char *path, const char *method, const char *phase,
                             long long bytes, double seconds) {

@@ -25,10 +25,12 @@ typedef struct {
     long long n;
     int dims[3];
     long long start[3], local[3];
+    int sync; /* MPI_File_sync inside the timed write */
 } cube_t;
 
-static void cube_init(cube_t *c, long long n) {
+static void cube_init(cube_t *c, long long n, int sync) {
     c->n = n;
+    c->sync = sync;
     c->dims[0] = c->dims[1] = c->dims[2] = 0;
     MPI_CHECK(MPI_Dims_create(g_procs, 3, c->dims));
     int coords[3] = {g_rank / (c->dims[1] * c->dims[2]), (g_rank / c->dims[2]) % c->dims[1], g_rank % c->dims[2]};
@@ -65,7 +67,8 @@ static long long check_cube(const void *ctx, uint64_t file_id) {
     return cube_pattern(r->c, r->rbuf, file_id, 1);
 }
 
-static void run_method(const char *path, const cube_t *c, const char *name, uint64_t file_id, int sync) {
+static void run_method(const char *path, const void *ctx_cube, const char *name, uint64_t file_id) {
+    const cube_t *c = ctx_cube;
     method_t m = method_make(name);
     int gsizes[3] = {(int)c->n, (int)c->n, (int)c->n}, distribs[3], dargs[3];
     for (int d = 0; d < 3; d++) distribs[d] = MPI_DISTRIBUTE_BLOCK, dargs[d] = MPI_DISTRIBUTE_DFLT_DARG;
@@ -81,7 +84,7 @@ static void run_method(const char *path, const cube_t *c, const char *name, uint
     read.buf = rbuf;
     cube_read_t ctx = {c, rbuf};
     double seconds[2];
-    app_run("block3d", path, &m, file_id, sync, 0, &write, 1, &read, 1, total, check_cube, &ctx, seconds);
+    app_run("block3d", path, &m, file_id, c->sync, 0, &write, 1, &read, 1, total, check_cube, &ctx, seconds);
 
     char grid[64];
     snprintf(grid, sizeof grid, "%dx%dx%d", c->dims[0], c->dims[1], c->dims[2]);
@@ -122,16 +125,9 @@ int main(int argc, char **argv) {
     }
     if (!path) die("--path is required");
     if (n < 1 || n > 1290) die("--size must be 1..1290 (int counts)");
-    methods_check(methods);
     cube_t cube;
-    cube_init(&cube, n);
-    const char *all[] = {"posix", "sieving", "list", "datatype", "two-phase", "coll-datatype"};
-    if (g_rank == 0) MPI_File_delete(path, MPI_INFO_NULL);
-    MPI_Barrier(MPI_COMM_WORLD);
-    for (int i = 0; i < 6; i++)
-        if (list_has(methods, all[i])) run_method(path, &cube, all[i], 201 + (uint64_t)i, sync);
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (g_rank == 0 && !keep) MPI_File_delete(path, MPI_INFO_NULL);
+    cube_init(&cube, n, sync);
+    app_each_method(path, methods, 200, keep, run_method, &cube);
     MPI_Finalize();
     return 0;
 }

@@ -48,6 +48,7 @@ typedef struct {
     long long mem_bytes;  /* one process's unk array */
     long long file_bytes; /* the checkpoint */
     int sync;             /* MPI_File_sync inside the timed write (MPI-IO) */
+    int hdf5;             /* --api hdf5 */
 } flash_t;
 
 /* Byte offset in unk of variable v of interior cell (k, j, i) of block b. */
@@ -198,7 +199,9 @@ static void hdf5_run(const char *path, const flash_t *f, const method_t *m, uint
 }
 #endif
 
-static void run_method(const char *path, const flash_t *f, const char *name, uint64_t file_id, int hdf5) {
+static void run_method(const char *path, const void *ctx_flash, const char *name, uint64_t file_id) {
+    const flash_t *f = ctx_flash;
+    int hdf5 = f->hdf5;
     method_t m = method_make(name);
     long long run = f->nb * f->nx * f->nx * f->nx;
     MPI_Datatype memtype = memory_type(f), filetype;
@@ -242,8 +245,8 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_procs);
     const char *path = NULL, *methods = APP_METHODS;
-    flash_t f = {80, 8, 4, 24, 0, 0, 0, 0};
-    int keep = 0, hdf5 = 0;
+    flash_t f = {80, 8, 4, 24, 0, 0, 0, 0, 0};
+    int keep = 0;
     static struct option opts[] = {{"path", 1, 0, 'p'},  {"methods", 1, 0, 'm'}, {"blocks", 1, 0, 'b'},
                                    {"cells", 1, 0, 'n'}, {"guard", 1, 0, 'g'},   {"vars", 1, 0, 'v'},
                                    {"sync", 0, 0, 's'},  {"keep", 0, 0, 'k'},    {"api", 1, 0, 'a'},
@@ -259,7 +262,7 @@ int main(int argc, char **argv) {
         case 'v': f.nv = atoll(optarg); break;
         case 's': f.sync = 1; break;
         case 'a':
-            if (strcmp(optarg, "hdf5") == 0) hdf5 = 1;
+            if (strcmp(optarg, "hdf5") == 0) f.hdf5 = 1;
             else if (strcmp(optarg, "mpiio") != 0) die("--api wants mpiio or hdf5");
             break;
         case 'k': keep = 1; break;
@@ -273,16 +276,9 @@ int main(int argc, char **argv) {
     f.file_bytes = f.nb * g_procs * f.nx * f.nx * f.nx * f.nv * 8;
     if (f.mem_bytes > (1LL << 31) - 1 || f.file_bytes / 8 > (1LL << 31) - 1) die("too large for int counts");
 #ifndef WEFT_HDF5
-    if (hdf5) die("built without HDF5: use flash_io_hdf5 (bench/mpi/Makefile)");
+    if (f.hdf5) die("built without HDF5: use flash_io_hdf5 (bench/mpi/Makefile)");
 #endif
-    methods_check(methods);
-    const char *all[] = {"posix", "sieving", "list", "datatype", "two-phase", "coll-datatype"};
-    if (g_rank == 0) MPI_File_delete(path, MPI_INFO_NULL);
-    MPI_Barrier(MPI_COMM_WORLD);
-    for (int i = 0; i < 6; i++)
-        if (list_has(methods, all[i])) run_method(path, &f, all[i], 301 + (uint64_t)i, hdf5);
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (g_rank == 0 && !keep) MPI_File_delete(path, MPI_INFO_NULL);
+    app_each_method(path, methods, 300, keep, run_method, &f);
     MPI_Finalize();
     return 0;
 }

@@ -37,6 +37,8 @@ typedef struct {
     long long disp[S3D_ARRAYS];       /* file displacement of each array */
     long long mem_bytes[S3D_ARRAYS];  /* one process's part of each array */
     long long file_bytes;
+    const char *atomic;               /* "off", "on" or both */
+    int sync;                         /* MPI_File_sync inside the timed write */
 } s3d_t;
 
 static void s3d_init(s3d_t *s) {
@@ -85,7 +87,7 @@ static long long check_s3d(const void *ctx, uint64_t file_id) {
     return bad;
 }
 
-static void run_method(const char *path, const s3d_t *s, const char *name, int atomic, uint64_t file_id, int sync) {
+static void run_atomicity(const char *path, const s3d_t *s, const char *name, int atomic, uint64_t file_id) {
     method_t m = method_make(name);
     MPI_Datatype types[S3D_ARRAYS];
     unsigned char *wbufs[S3D_ARRAYS], *rbufs[S3D_ARRAYS];
@@ -107,7 +109,7 @@ static void run_method(const char *path, const s3d_t *s, const char *name, int a
     }
     s3d_read_t ctx = {s, rbufs};
     double seconds[2];
-    app_run("s3d_io", path, &m, file_id, sync, atomic, writes, S3D_ARRAYS, reads, S3D_ARRAYS, s->file_bytes, check_s3d,
+    app_run("s3d_io", path, &m, file_id, s->sync, atomic, writes, S3D_ARRAYS, reads, S3D_ARRAYS, s->file_bytes, check_s3d,
             &ctx, seconds);
     char grid[96], procs[64];
     snprintf(grid, sizeof grid, "%lldx%lldx%lld", s->n[0], s->n[1], s->n[2]);
@@ -126,13 +128,20 @@ static void run_method(const char *path, const s3d_t *s, const char *name, int a
     method_free(&m);
 }
 
+/* One method without and with atomic mode (as asked; each its own pattern). */
+static void run_method(const char *path, const void *ctx_s3d, const char *name, uint64_t file_id) {
+    const s3d_t *s = ctx_s3d;
+    for (int atomic = 0; atomic < 2; atomic++)
+        if (list_has(s->atomic, atomic ? "on" : "off")) run_atomicity(path, s, name, atomic, file_id + (uint64_t)atomic);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_procs);
-    const char *path = NULL, *methods = APP_METHODS, *atomic = "off,on";
-    s3d_t s = {{200, 200, 200}, {0}, {0}, {0}, {0}, {0}, 0};
-    int sync = 0, keep = 0;
+    const char *path = NULL, *methods = APP_METHODS;
+    s3d_t s = {{200, 200, 200}, {0}, {0}, {0}, {0}, {0}, 0, "off,on", 0};
+    int keep = 0;
     static struct option opts[] = {{"path", 1, 0, 'p'}, {"methods", 1, 0, 'm'}, {"grid", 1, 0, 'g'},
                                    {"atomic", 1, 0, 'a'}, {"sync", 0, 0, 's'},  {"keep", 0, 0, 'k'},
                                    {0, 0, 0, 0}};
@@ -144,8 +153,8 @@ int main(int argc, char **argv) {
         case 'g':
             if (sscanf(optarg, "%lldx%lldx%lld", &s.n[0], &s.n[1], &s.n[2]) != 3) die("--grid wants NXxNYxNZ");
             break;
-        case 'a': atomic = optarg; break;
-        case 's': sync = 1; break;
+        case 'a': s.atomic = optarg; break;
+        case 's': s.sync = 1; break;
         case 'k': keep = 1; break;
         default: die("unknown option");
         }
@@ -153,18 +162,9 @@ int main(int argc, char **argv) {
     if (!path) die("--path is required");
     if (s.n[0] < 1 || s.n[1] < 1 || s.n[2] < 1 || s.n[0] * s.n[1] * s.n[2] * 11 > (1LL << 31) - 1)
         die("grid out of range (int counts)");
-    if (!list_has(atomic, "off") && !list_has(atomic, "on")) die("--atomic wants off, on or off,on");
-    methods_check(methods);
+    if (!list_has(s.atomic, "off") && !list_has(s.atomic, "on")) die("--atomic wants off, on or off,on");
     s3d_init(&s);
-    const char *all[] = {"posix", "sieving", "list", "datatype", "two-phase", "coll-datatype"};
-    if (g_rank == 0) MPI_File_delete(path, MPI_INFO_NULL);
-    MPI_Barrier(MPI_COMM_WORLD);
-    for (int i = 0; i < 6; i++)
-        for (int at = 0; at < 2; at++)
-            if (list_has(methods, all[i]) && list_has(atomic, at ? "on" : "off"))
-                run_method(path, &s, all[i], at, 401 + 2 * (uint64_t)i + (uint64_t)at, sync);
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (g_rank == 0 && !keep) MPI_File_delete(path, MPI_INFO_NULL);
+    app_each_method(path, methods, 400, keep, run_method, &s);
     MPI_Finalize();
     return 0;
 }

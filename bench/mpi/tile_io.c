@@ -31,6 +31,7 @@
 typedef struct {
     long long tx, ty, w, h, ox, oy, b, frames;
     long long frame_w, frame_h, frame_bytes;
+    int sync; /* MPI_File_sync inside the timed write */
 } wall_t;
 
 /* A rectangle of the frame, in pixels. */
@@ -120,7 +121,8 @@ static void report(const char *path, const wall_t *g, const char *method, const 
     json_end(&j);
 }
 
-static void run_method(const char *path, const wall_t *g, const char *name, uint64_t file_id, int sync) {
+static void run_method(const char *path, const void *ctx_wall, const char *name, uint64_t file_id) {
+    const wall_t *g = ctx_wall;
     method_t m = method_make(name);
     rect_t tile = reader_tile(g, g_rank), block = writer_block(g, g_rank);
     MPI_Datatype tile_type = rect_type(g, tile), block_type = rect_type(g, block);
@@ -131,7 +133,7 @@ static void run_method(const char *path, const wall_t *g, const char *name, uint
     access_t *writes = frame_accesses(g, block, block_type, wbuf), *reads = frame_accesses(g, tile, tile_type, rbuf);
     tile_read_t ctx = {g, tile, rbuf};
     double seconds[2];
-    app_run("tile_io", path, &m, file_id, sync, 0, writes, (int)g->frames, reads, (int)g->frames,
+    app_run("tile_io", path, &m, file_id, g->sync, 0, writes, (int)g->frames, reads, (int)g->frames,
             g->frames * g->frame_bytes, check_tiles, &ctx, seconds);
     report(path, g, name, "write", g->frames * g->frame_bytes, seconds[0], block.h);
     report(path, g, name, "read", sum_all(rect_bytes(g, tile)) * g->frames, seconds[1], tile.h);
@@ -149,9 +151,9 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_procs);
-    wall_t g = {3, 2, 1024, 768, 270, 128, 3, 10, 0, 0, 0};
+    wall_t g = {3, 2, 1024, 768, 270, 128, 3, 10, 0, 0, 0, 0};
     const char *path = NULL, *methods = APP_METHODS;
-    int sync = 0, keep = 0;
+    int keep = 0;
     static struct option opts[] = {{"path", 1, 0, 'p'},    {"methods", 1, 0, 'm'}, {"frames", 1, 0, 'f'},
                                    {"tiles", 1, 0, 't'},   {"tile", 1, 0, 'w'},    {"overlap", 1, 0, 'o'},
                                    {"pixel-bytes", 1, 0, 'b'}, {"sync", 0, 0, 's'}, {"keep", 0, 0, 'k'}, {0, 0, 0, 0}};
@@ -165,7 +167,7 @@ int main(int argc, char **argv) {
         case 'w': parse_pair(optarg, &g.w, &g.h); break;
         case 'o': parse_pair(optarg, &g.ox, &g.oy); break;
         case 'b': g.b = atoll(optarg); break;
-        case 's': sync = 1; break;
+        case 's': g.sync = 1; break;
         case 'k': keep = 1; break;
         default: die("unknown option");
         }
@@ -177,14 +179,7 @@ int main(int argc, char **argv) {
     g.frame_h = g.ty * g.h - (g.ty - 1) * g.oy;
     g.frame_bytes = g.frame_w * g.frame_h * g.b;
     if (g.w * g.h * g.b > 1 << 30 || g.frame_w * g.b > 1 << 30) die("tile too large for int counts");
-    methods_check(methods);
-    const char *all[] = {"posix", "sieving", "list", "datatype", "two-phase", "coll-datatype"};
-    if (g_rank == 0) MPI_File_delete(path, MPI_INFO_NULL);
-    MPI_Barrier(MPI_COMM_WORLD);
-    for (int i = 0; i < 6; i++)
-        if (list_has(methods, all[i])) run_method(path, &g, all[i], 101 + (uint64_t)i, sync);
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (g_rank == 0 && !keep) MPI_File_delete(path, MPI_INFO_NULL);
+    app_each_method(path, methods, 100, keep, run_method, &g);
     MPI_Finalize();
     return 0;
 }
