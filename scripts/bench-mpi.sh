@@ -21,8 +21,13 @@
 # frames, not 100 (102 MiB read per method); 3-D block on 8 ranks with
 # BLOCK3D_SIZE (256)^3 ints (64 MiB, not 600^3 = 824 MiB); FLASH-IO with
 # the thesis's 80 blocks of 8^3 cells, 4 guard cells, 24 variables per
-# process (FLASH_BLOCKS; 7.5 MiB per process, 30 MiB at 4 ranks); S3D-IO
-# with an S3D_GRID (96x96x96) grid, 108 MiB, not about 1.19 GB, without
+# process (FLASH_BLOCKS; 7.5 MiB per process, 30 MiB at 4 ranks; posix,
+# one request per 8-byte memory piece, ~3,000 requests/s here, only with
+# FLASH_POSIX_BLOCKS (1) blocks; plus the same through parallel HDF5 with
+# collective transfers only: HDF5 1.10 turns an independent write of the
+# interleaved memory into one MPI-IO call per 8-byte piece, as slow as
+# posix); S3D-IO
+# with an S3D_GRID (64x64x64) grid, 32 MiB, not about 1.19 GB, without
 # and with atomic mode; S3aSim on S3ASIM_NP (4 8) processes with
 # S3ASIM_QUERIES (5) queries, S3ASIM_FRAGMENTS (32) fragments and 200-400
 # results per query (about 13 MB of output, not the thesis's 20 x 128 x
@@ -43,7 +48,8 @@ APP_METHODS=${APP_METHODS:-posix,sieving,list,datatype,two-phase,coll-datatype}
 TILE_FRAMES=${TILE_FRAMES:-10}
 BLOCK3D_SIZE=${BLOCK3D_SIZE:-256}
 FLASH_BLOCKS=${FLASH_BLOCKS:-80}
-S3D_GRID=${S3D_GRID:-96x96x96}
+FLASH_POSIX_BLOCKS=${FLASH_POSIX_BLOCKS:-1}
+S3D_GRID=${S3D_GRID:-64x64x64}
 S3ASIM_NP=${S3ASIM_NP:-4 8}
 S3ASIM_QUERIES=${S3ASIM_QUERIES:-5}
 S3ASIM_FRAGMENTS=${S3ASIM_FRAGMENTS:-32}
@@ -147,7 +153,15 @@ for run in $(seq 1 "$RUNS"); do
         unset BWEXP FILETYPE IOMETHOD IOMODE ;;
       tile) apps 6 tile_io --methods "$APP_METHODS" --frames "$TILE_FRAMES" ;;
       block3d) apps 8 block3d --methods "$APP_METHODS" --size "$BLOCK3D_SIZE" ;;
-      flash) apps "$NP" flash_io --methods "$APP_METHODS" --blocks "$FLASH_BLOCKS" ;;
+      flash)
+        flash_methods=$(echo ",$APP_METHODS," | sed 's/,posix,/,/; s/^,//; s/,$//')
+        apps "$NP" flash_io --methods "$flash_methods" --blocks "$FLASH_BLOCKS"
+        if [[ ",$APP_METHODS," == *,posix,* ]]; then
+          apps "$NP" flash_io --methods posix --blocks "$FLASH_POSIX_BLOCKS"
+        fi
+        if [ -x "$bin/flash_io_hdf5" ]; then
+          apps "$NP" flash_io_hdf5 --api hdf5 --methods two-phase,coll-datatype --blocks "$FLASH_BLOCKS"
+        fi ;;
       s3d) apps "$NP" s3d_io --methods "$APP_METHODS" --grid "$S3D_GRID" ;;
       s3asim)
         for np in $S3ASIM_NP; do
@@ -196,7 +210,9 @@ for line in open(sys.argv[1]):
     if line.startswith("{"):
         r = json.loads(line)
         if r["bench"] in ("tile_io", "block3d", "flash_io", "s3d_io"):
-            apps[(r["bench"], r["fs"], r["method"], r.get("atomic", 0), r["phase"])].append(r["mib_per_s"])
+            bench = r["bench"] + ("-hdf5" if r.get("api") == "hdf5" else "")
+            bench += f" {r['blocks_per_proc']} blocks" if "blocks_per_proc" in r else ""
+            apps[(bench, r["fs"], r["method"], r.get("atomic", 0), r["phase"])].append(r["mib_per_s"])
         elif r["bench"] == "s3asim":
             s3a[(r["procs"], r["query_sync"], r["fs"], r["strategy"])].append(r["seconds"])
 amed = {k: statistics.median(v) for k, v in apps.items()}

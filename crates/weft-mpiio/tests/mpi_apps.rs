@@ -177,8 +177,20 @@ fn openmpi_flash_io_hdf5() {
     let local = tempfile::tempdir().expect("local dir");
     let local_path = local.path().join("flash.h5");
     for (fs, path) in [("weft", "weft:/flash.h5"), ("local", local_path.to_str().expect("utf-8"))] {
-        let args =
-            ["--api", "hdf5", "--methods", "datatype,two-phase", "--path", path, "--blocks", "2", "--cells", "4"];
+        let args = [
+            "--api",
+            "hdf5",
+            "--methods",
+            "datatype,two-phase",
+            "--path",
+            path,
+            "--blocks",
+            "2",
+            "--cells",
+            "4",
+            "--vars",
+            "6",
+        ];
         let run = run_job(flavour, &binary, &args, Some(&cluster.config_path), true);
         let expected: Vec<_> = ["datatype", "two-phase"]
             .iter()
