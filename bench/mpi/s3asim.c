@@ -241,11 +241,13 @@ static void worker_write(MPI_File fh, const strategy_t *s, held_t *h, const long
         MPI_CHECK(MPI_Type_create_hindexed(n, lens, mem_disp, MPI_BYTE, &mtype));
         MPI_CHECK(MPI_Type_commit(&ftype));
         MPI_CHECK(MPI_Type_commit(&mtype));
-        /* an empty rank (ww-coll only) still takes part, with a plain view */
+        /* a rank without results (it still takes part in ww-coll) uses
+         * plain types: ROMIO 3.2.1 crashes flattening an empty hindexed */
         MPI_CHECK(MPI_File_set_view(fh, 0, MPI_BYTE, n ? ftype : MPI_BYTE, "native", info));
         int count = n ? 1 : 0;
-        if (s->coll) MPI_CHECK(MPI_File_write_at_all(fh, 0, h->data, count, mtype, &st));
-        else MPI_CHECK(MPI_File_write_at(fh, 0, h->data, count, mtype, &st));
+        MPI_Datatype memtype = n ? mtype : MPI_BYTE;
+        if (s->coll) MPI_CHECK(MPI_File_write_at_all(fh, 0, h->data, count, memtype, &st));
+        else MPI_CHECK(MPI_File_write_at(fh, 0, h->data, count, memtype, &st));
         MPI_Type_free(&ftype), MPI_Type_free(&mtype);
         free(lens), free(file_disp), free(mem_disp);
     }
