@@ -8,11 +8,30 @@
 # (target/bench-mpi/medians.txt) and the ratios the issue asks about
 # (target/bench-mpi/ratios.txt).
 #
-# Usage: scripts/bench-mpi.sh [contig] [ior] [hpio] [madbench]   (default: all)
+# Usage: scripts/bench-mpi.sh [contig] [ior] [hpio] [madbench] [tile] [block3d]
+#        [flash] [s3d] [s3asim]   (default: all)
 # Environment: RUNS (3), NP (4), HPIO_HINTS (e.g. "list,posix,sieve":
 # extra c-nc runs with the weft_io_method hint; default none),
 # MAD_NPIX (2048), MAD_NBIN (8), CONTIG_BLOCK (256M per rank), EASY_BLOCK
 # (64M per rank), HARD_SEGMENTS (256), HPIO_COUNTS (1024,4096,16384).
+# The application benchmarks (bench/mpi/README.md) run every method of
+# bench/mpi/apps.h (APP_METHODS overrides, e.g. "list,datatype,two-phase"),
+# scaled to the 2-core VM: tile reader with the thesis's wall (3x2 tiles of
+# 1024x768 24-bit pixels, 270/128 overlap, 6 ranks) but TILE_FRAMES (10)
+# frames, not 100 (102 MiB read per method); 3-D block on 8 ranks with
+# BLOCK3D_SIZE (256)^3 ints (64 MiB, not 600^3 = 824 MiB); FLASH-IO with
+# the thesis's 80 blocks of 8^3 cells, 4 guard cells, 24 variables per
+# process (FLASH_BLOCKS; 7.5 MiB per process, 30 MiB at 4 ranks; posix,
+# one request per 8-byte memory piece, ~3,000 requests/s here, only with
+# FLASH_POSIX_BLOCKS (1) blocks; plus the same through parallel HDF5 with
+# collective transfers only: HDF5 1.10 turns an independent write of the
+# interleaved memory into one MPI-IO call per 8-byte piece, as slow as
+# posix); S3D-IO
+# with an S3D_GRID (64x64x64) grid, 32 MiB, not about 1.19 GB, without
+# and with atomic mode; S3aSim on S3ASIM_NP (4 8) processes with
+# S3ASIM_QUERIES (5) queries, S3ASIM_FRAGMENTS (32) fragments and 200-400
+# results per query (about 13 MB of output, not the thesis's 20 x 128 x
+# 1000-2000, 208 MB), compute speed 1, all strategies with and without query sync.
 # Sized to finish in well under 15 minutes on the project's 2-core VM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +44,16 @@ EASY_BLOCK=${EASY_BLOCK:-64M}
 HARD_SEGMENTS=${HARD_SEGMENTS:-256}
 HPIO_COUNTS=${HPIO_COUNTS:-1024,4096,16384}
 HPIO_HINTS=${HPIO_HINTS:-}
-what=${*:-contig ior hpio madbench}
+APP_METHODS=${APP_METHODS:-posix,sieving,list,datatype,two-phase,coll-datatype}
+TILE_FRAMES=${TILE_FRAMES:-10}
+BLOCK3D_SIZE=${BLOCK3D_SIZE:-256}
+FLASH_BLOCKS=${FLASH_BLOCKS:-80}
+FLASH_POSIX_BLOCKS=${FLASH_POSIX_BLOCKS:-1}
+S3D_GRID=${S3D_GRID:-64x64x64}
+S3ASIM_NP=${S3ASIM_NP:-4 8}
+S3ASIM_QUERIES=${S3ASIM_QUERIES:-5}
+S3ASIM_FRAGMENTS=${S3ASIM_FRAGMENTS:-32}
+what=${*:-contig ior hpio madbench tile block3d flash s3d s3asim}
 ./scripts/deps.sh
 cargo build --release --locked -p weft-cli -p weft-mpiio
 crates/weft-mpiio/build-so.sh "$PWD/target/release" >/dev/null
@@ -57,6 +85,13 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 # Every job is bounded; mpirun takes its ranks down when timeout stops it.
 on_weft() { timeout 300 mpirun -np "$NP" --mca io romio321 -x LD_PRELOAD="$lib" -x WEFT_CONFIG "$@"; }
 on_local() { timeout 300 mpirun -np "$NP" --mca io romio321 "$@"; }
+# An application benchmark on Weft and on the local disk: apps NP PROGRAM ARGS...
+apps() {
+  local np=$1 prog=$2
+  shift 2
+  NP=$np on_weft "$bin/$prog" --path "weft:/$prog" "$@" >> "$raw"
+  NP=$np on_local "$bin/$prog" --path "$localdir/$prog" "$@" >> "$raw"
+}
 mad_env=(-x IOMETHOD -x IOMODE -x FILETYPE -x BWEXP)
 
 {
@@ -116,6 +151,22 @@ for run in $(seq 1 "$RUNS"); do
           on_local "${mad_env[@]}" "$bin/madbench2" "${args[@]}" "$localdir/mad." >> "$raw" 2>> "$out/madbench.err"
         done
         unset BWEXP FILETYPE IOMETHOD IOMODE ;;
+      tile) apps 6 tile_io --methods "$APP_METHODS" --frames "$TILE_FRAMES" ;;
+      block3d) apps 8 block3d --methods "$APP_METHODS" --size "$BLOCK3D_SIZE" ;;
+      flash)
+        flash_methods=$(echo ",$APP_METHODS," | sed 's/,posix,/,/; s/^,//; s/,$//')
+        apps "$NP" flash_io --methods "$flash_methods" --blocks "$FLASH_BLOCKS"
+        if [[ ",$APP_METHODS," == *,posix,* ]]; then
+          apps "$NP" flash_io --methods posix --blocks "$FLASH_POSIX_BLOCKS"
+        fi
+        if [ -x "$bin/flash_io_hdf5" ]; then
+          apps "$NP" flash_io_hdf5 --api hdf5 --methods two-phase,coll-datatype --blocks "$FLASH_BLOCKS"
+        fi ;;
+      s3d) apps "$NP" s3d_io --methods "$APP_METHODS" --grid "$S3D_GRID" ;;
+      s3asim)
+        for np in $S3ASIM_NP; do
+          apps "$np" s3asim --queries "$S3ASIM_QUERIES" --fragments "$S3ASIM_FRAGMENTS" --results-min 200 --results-max 400
+        done ;;
     esac
   done
 done
@@ -152,5 +203,30 @@ for ph in ("write", "read"):
         ratio(f"{fs} ior-hard independent vs ior-easy, {ph}", ("ior", fs, "hard", "independent", ph), ("ior", fs, "easy", "independent", ph))
         ratio(f"{fs} ior-hard collective vs ior-easy, {ph}", ("ior", fs, "hard", "collective", ph), ("ior", fs, "easy", "independent", ph))
         ratio(f"{fs} HPIO c-nc 4096x8 B datatype vs one call per region, {ph}", ("hpio", fs, "datatype", ph), ("hpio", fs, "posix", ph))
+# The application benchmarks: each method against datatype I/O, and Weft
+# against ROMIO on the local disk, per phase.
+apps, s3a = defaultdict(list), defaultdict(list)
+for line in open(sys.argv[1]):
+    if line.startswith("{"):
+        r = json.loads(line)
+        if r["bench"] in ("tile_io", "block3d", "flash_io", "s3d_io"):
+            bench = r["bench"] + ("-hdf5" if r.get("api") == "hdf5" else "")
+            bench += f" {r['blocks_per_proc']} blocks" if "blocks_per_proc" in r else ""
+            apps[(bench, r["fs"], r["method"], r.get("atomic", 0), r["phase"])].append(r["mib_per_s"])
+        elif r["bench"] == "s3asim":
+            s3a[(r["procs"], r["query_sync"], r["fs"], r["strategy"])].append(r["seconds"])
+amed = {k: statistics.median(v) for k, v in apps.items()}
+for (bench, fs, method, atomic, phase), v in sorted(amed.items()):
+    label = f"{bench}{' atomic' if atomic else ''} {phase}"
+    base = amed.get((bench, fs, "datatype", atomic, phase))
+    if fs == "weft" and method != "datatype" and base:
+        print(f"{label}: weft datatype / {method} = {base:.4g} / {v:.4g} MiB/s = {base / v:.3g}")
+    local = amed.get((bench, "local", method, atomic, phase))
+    if fs == "weft" and local:
+        print(f"{label} {method}: weft / ROMIO local = {v:.4g} / {local:.4g} MiB/s = {v / local:.3g}")
+smed = {k: statistics.median(v) for k, v in s3a.items()}
+for (procs, sync, fs, strategy), v in sorted(smed.items()):
+    others = {k[3]: w for k, w in smed.items() if k[:3] == (procs, sync, fs)}
+    print(f"s3asim {procs} procs, query sync {sync}, {fs}: {strategy} {v:.3g} s (fastest: {min(others, key=others.get)})")
 PY
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/machine.txt"
