@@ -291,3 +291,38 @@ fn settle_txn(w: &Writer<'_>, metafile: Handle, settled: &[(usize, Handle, u32, 
     }
     Ok(Reply::Done)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_datafile_is_marked_once_and_never_idle_while_changing() {
+        let growth = Arc::new(Growth::default());
+        let d = Handle::new(1, 20).unwrap();
+        assert!(growth.take_idle(d), "never changed here: idle");
+        let (first, unmarked) = growth.enter(d);
+        assert!(unmarked, "the first change marks");
+        growth.set_marked(d);
+        let (second, unmarked) = growth.enter(d);
+        assert!(!unmarked, "later changes ride on the mark");
+        drop(first);
+        assert!(!growth.take_idle(d), "a change in flight");
+        drop(second);
+        assert!(!growth.take_idle(d), "a change ended within the quiet period");
+        // Forgotten (as a settle that found it idle would): marks again.
+        growth.active.lock().unwrap().remove(&d);
+        assert!(growth.enter(d).1);
+    }
+
+    #[test]
+    fn records_written_before_tracking_decode_without_it() {
+        let record = ObjectRecord::new(ObjectKind::Metafile, 0o644, 1, 2, 3);
+        let bytes = record.encode();
+        assert_eq!(bytes.last(), Some(&0u8), "`None` is the last byte");
+        assert_eq!(ObjectRecord::decode(&bytes[..bytes.len() - 1]).unwrap(), record);
+        let mut tracked = record.clone();
+        tracked.tracking = Some(fresh_metafile(2));
+        assert_eq!(ObjectRecord::decode(&tracked.encode()).unwrap(), tracked);
+    }
+}
