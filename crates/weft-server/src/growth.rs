@@ -249,7 +249,10 @@ impl Service {
             }
         }
         if !settled.is_empty() {
-            self.commit(move |w, _| settle_txn(w, metafile, &settled)).await?;
+            // Best effort: the answer stands; an unsettled datafile stays growing.
+            if let Err(code) = self.commit(move |w, _| settle_txn(w, metafile, &settled)).await {
+                tracing::warn!("settling the sizes of {metafile:?} failed: {code:?}");
+            }
         }
         Ok(stats)
     }
@@ -274,7 +277,11 @@ impl Service {
 /// Stores the stats of idle datafiles as settled and drops their rows,
 /// for each only if its row still has the generation read before asking.
 fn settle_txn(w: &Writer<'_>, metafile: Handle, settled: &[(usize, Handle, u32, DatafileStat)]) -> WeftResult<Reply> {
-    let mut record = w.object(metafile)?;
+    let mut record = match w.object(metafile) {
+        // Removed since the stat read it: nothing to settle.
+        Err(ErrorCode::Stale) => return Ok(Reply::Done),
+        other => other?,
+    };
     let datafiles = record.layout.as_ref().map(|l| l.datafiles.clone()).unwrap_or_default();
     let Some(SizeTracking::Metafile(stats)) = record.tracking.as_mut() else { return Ok(Reply::Done) };
     let mut changed = false;

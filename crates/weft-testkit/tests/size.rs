@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use weft_client::{BlockingClient, CreateOptions, File};
+use weft_client::{BlockingClient, CreateOptions, Dataloop, File, Region};
 use weft_proto::message::{Reply, Request};
 use weft_testkit::{Cluster, ClusterOptions};
 
@@ -222,4 +222,36 @@ fn kill_of_a_server_while_a_file_grows_keeps_its_stat_exact() {
     cluster.restart(metafile_server);
     let fresh = cluster.client();
     settle(&fresh, servers, &file, len);
+}
+
+#[test]
+fn list_and_datatype_writes_and_overwrites_mark_too() {
+    let servers = 4;
+    let cluster = Cluster::start(ClusterOptions { servers, ..Default::default() });
+    let (c, other) = (cluster.client(), cluster.client());
+    let file = c.create("/nc", exclusive()).unwrap();
+    // List I/O: 8-byte regions every 40 KiB, the last one extending the file.
+    let regions: Vec<Region> = (0..64u64).map(|i| Region { offset: i * 40_960, length: 8 }).collect();
+    let memory = [Region { offset: 0, length: 64 * 8 }];
+    c.write_list(&file, &pattern_range(0, 64 * 8), &memory, &regions).unwrap();
+    let mut len = 63 * 40_960 + 8;
+    assert_eq!(other.stat("/nc").unwrap().size, len, "after list I/O");
+    settle(&other, servers, &file, len);
+    // Datatype I/O: 16 blocks of 8 bytes with a 96 KiB stride from the end.
+    let file_type = Dataloop::hvector(16, 1, 96 * 1024, &Dataloop::bytes(8).unwrap()).unwrap();
+    let data = pattern_range(0, 16 * 8);
+    let contiguous = Dataloop::bytes(data.len() as u64).unwrap();
+    c.write_dtype(&file, &data, &contiguous, 1, len as i64, 0, &file_type).unwrap();
+    len += 15 * 96 * 1024 + 8;
+    assert_eq!(other.stat("/nc").unwrap().size, len, "after datatype I/O");
+    settle(&other, servers, &file, len);
+    // An overwrite inside the file changes no size but moves mtime.
+    let before = other.stat("/nc").unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    c.write_at(&file, 1_000, b"overwrite").unwrap();
+    let after = other.stat("/nc").unwrap();
+    assert_eq!(after.size, len);
+    assert!(after.mtime_ns > before.mtime_ns, "an overwrite moves mtime: {} -> {}", before.mtime_ns, after.mtime_ns);
+    settle(&other, servers, &file, len);
+    assert_eq!(other.stat("/nc").unwrap().mtime_ns, after.mtime_ns, "the settled mtime is the written one");
 }
