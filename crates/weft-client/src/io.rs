@@ -225,9 +225,14 @@ impl Client {
         Ok(layout.distribution.file_size(&locals))
     }
 
-    /// Logical size of a file (one request per data server).
+    /// Logical size of a file: one `StatFile` to its metafile's server
+    /// (answered from settled stats unless the file is growing), or
+    /// client-driven one request per data server.
     pub async fn file_size(&self, file: &File) -> WeftResult<u64> {
-        self.size_with(&file.layout, BTreeMap::new()).await
+        if self.client_driven() {
+            return self.size_with(&file.layout, BTreeMap::new()).await;
+        }
+        Ok(self.stat_handle(file.handle).await?.size)
     }
 
     /// Makes the file's bytes durable on every server holding them.

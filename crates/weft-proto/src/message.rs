@@ -579,6 +579,15 @@ pub enum Request {
         /// Entry name.
         name: String,
     },
+    /// Data server → the server keeping these datafiles' size marks
+    /// (`weft-server::growth`): the datafiles are about to change. The
+    /// receiver durably records each as *growing* (bumping its mark
+    /// generation) before it replies `Done`; only then may the data
+    /// server change their bytes.
+    MarkGrowing {
+        /// Datafiles (≤ `BATCH_HANDLES_MAX`).
+        datafiles: Vec<Handle>,
+    },
 }
 
 /// What a consistency check needs of one object.
@@ -618,6 +627,10 @@ pub enum CollectiveOp {
     Status,
     /// The server's counters.
     Counters,
+    /// Local stats of the listed datafiles, each with whether it is idle
+    /// (no change in flight or within the quiet period); an idle datafile
+    /// must be marked again before its next change (`weft-server::growth`).
+    SettleSizes,
 }
 
 /// The handles one server works on in a collective.
@@ -642,6 +655,18 @@ pub enum CollectivePart {
     Status(ServerStatus),
     /// Counters.
     Counters(ServerCounters),
+    /// Settle answers, one per handle of the group.
+    Settle(Vec<WeftResult<SettleStat>>),
+}
+
+/// A datafile's stat as a settle sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettleStat {
+    /// Local size and data mtime.
+    pub stat: DatafileStat,
+    /// No change in flight or within the quiet period; the data server
+    /// has forgotten the datafile's mark, so its next change marks again.
+    pub idle: bool,
 }
 
 /// The reduced result of a collective: one entry per server, in the order
@@ -793,6 +818,7 @@ impl Request {
             Request::LockAcquire { .. } => "lock_acquire",
             Request::LockRelease { .. } => "lock_release",
             Request::StatEntry { .. } => "stat_entry",
+            Request::MarkGrowing { .. } => "mark_growing",
         }
     }
 }

@@ -9,9 +9,11 @@
 //!   server that is unreachable, or whose pool is empty, is skipped: the
 //!   file gets fewer stripes than asked and its layout says so; only when
 //!   no data server can give a datafile does create fail (`NoSpace`).
-//! - stat: the metafile's attributes plus datafile sizes gathered by one
-//!   `DatafileSizes` tree collective rooted here; `StatEntry` does the
-//!   lookup in the same request (stat by parent and name).
+//! - stat: the metafile's attributes plus its datafiles' stats: settled
+//!   ones from the record, growing ones asked by one `SettleSizes` tree
+//!   collective rooted here ([`crate::growth`]; files without settled
+//!   stats gather all by `DatafileSizes`); `StatEntry` does the lookup in
+//!   the same request (stat by parent and name).
 //! - remove: entry, metafile and reclaim rows in one transaction; the
 //!   datafiles go later through the reclaim queue ([`crate::reclaim`]).
 //! - mkdir: one transaction when the new directory is placed here; else a
@@ -39,10 +41,11 @@ use weft_proto::message::{
 use weft_proto::{Distribution, ErrorCode, Handle, WeftResult};
 
 use crate::committer::IdAllocator;
+use crate::growth::Tracked;
 use crate::namespace::{self, insert_entry, load_dir};
 use crate::perm::{self, EXEC, WRITE};
 use crate::service::{now_ns, Service};
-use crate::store::{ObjectRecord, Writer};
+use crate::store::{ObjectRecord, Reader, SizeTracking, Writer};
 
 /// Arguments of an aggregate create.
 pub struct CreateArgs {
@@ -136,6 +139,7 @@ impl Service {
         }
         distribution.stripe_count = datafiles.len() as u32;
         let mut record = ObjectRecord::new(ObjectKind::Metafile, args.mode, args.cred.uid, args.cred.gid, now);
+        record.tracking = Some(crate::growth::fresh_metafile(datafiles.len()));
         record.layout = Some(FileLayout { distribution, datafiles });
         w.put_object(metafile, &record)?;
         insert_entry(w, args.parent, &mut dir, &args.name, metafile, ObjectKind::Metafile, now)?;
@@ -159,7 +163,9 @@ impl Service {
             let target = self.config.primary_target(*server).ok_or(ErrorCode::Invalid)?;
             if *server == self.server_id {
                 let handle = ids.allocate(w, target)?;
-                w.put_object(handle, &ObjectRecord::new(ObjectKind::Datafile, 0o600, 0, 0, now))?;
+                let mut record = ObjectRecord::new(ObjectKind::Datafile, 0o600, 0, 0, now);
+                record.tracking = Some(SizeTracking::Datafile(self.server_id));
+                w.put_object(handle, &record)?;
                 datafiles.push(handle);
             } else if let Some(handle) = crate::pools::take(w, target, *server)? {
                 datafiles.push(handle);
@@ -168,12 +174,28 @@ impl Service {
         Ok(datafiles)
     }
 
-    /// Aggregate stat: attributes plus datafile sizes along the tree.
+    /// Aggregate stat: attributes plus datafile stats, settled ones from
+    /// the record and growing ones asked along the tree ([`crate::growth`]).
     pub async fn stat_file(self: &Arc<Self>, handle: Handle) -> ReplyResult {
         self.local(handle)?;
-        let attributes = self.read(move |s, r| s.attributes(r, handle)).await?;
+        let (attributes, tracked) = self.read(move |s, r| s.tracked_attributes(r, handle)).await?;
+        self.stat_reply(attributes, tracked).await
+    }
+
+    /// Attributes of `handle` and, for a metafile, its size tracking, read together.
+    fn tracked_attributes(&self, r: &Reader, handle: Handle) -> WeftResult<(message::Attributes, Tracked)> {
+        let record = r.object(handle)?;
+        let local_size = if record.kind == ObjectKind::Datafile { self.bytestreams.stat(handle)?.0 } else { 0 };
+        Ok((record.attributes(handle, local_size), crate::growth::tracked(r, &record)?))
+    }
+
+    async fn stat_reply(self: &Arc<Self>, attributes: message::Attributes, tracked: Tracked) -> ReplyResult {
         let datafiles = attributes.layout.as_ref().map(|l| l.datafiles.clone()).unwrap_or_default();
-        let sizes = if datafiles.is_empty() { Vec::new() } else { self.gather_sizes(&datafiles).await? };
+        let sizes = if datafiles.is_empty() {
+            Vec::new()
+        } else {
+            self.datafile_stats_of(attributes.handle, &datafiles, tracked).await?
+        };
         Ok(Reply::Stat { attributes, sizes })
     }
 
@@ -196,31 +218,39 @@ impl Service {
                 if kind == ObjectKind::Symlink || !here {
                     return Ok(Err(Reply::Entry { handle, kind }));
                 }
-                Ok(Ok(s.attributes(r, handle)?))
+                Ok(Ok(s.tracked_attributes(r, handle)?))
             })
             .await?;
-        let attributes = match found {
-            Ok(attributes) => attributes,
-            Err(entry) => return Ok(entry),
-        };
-        let datafiles = attributes.layout.as_ref().map(|l| l.datafiles.clone()).unwrap_or_default();
-        let sizes = if datafiles.is_empty() { Vec::new() } else { self.gather_sizes(&datafiles).await? };
-        Ok(Reply::Stat { attributes, sizes })
+        match found {
+            Ok((attributes, tracked)) => self.stat_reply(attributes, tracked).await,
+            Err(entry) => Ok(entry),
+        }
     }
 
-    async fn gather_sizes(self: &Arc<Self>, datafiles: &[Handle]) -> WeftResult<Vec<DatafileStat>> {
+    /// Runs `operation` over `datafiles` as one tree collective rooted
+    /// here: each server's handles with its part.
+    pub(crate) async fn gather(
+        self: &Arc<Self>,
+        operation: CollectiveOp,
+        datafiles: &[Handle],
+    ) -> WeftResult<Vec<(Vec<Handle>, CollectivePart)>> {
         let mut by_server: BTreeMap<u32, Vec<Handle>> = BTreeMap::new();
         for handle in datafiles {
             by_server.entry(self.config.server_of_handle(*handle).ok_or(ErrorCode::Stale)?).or_default().push(*handle);
         }
         let groups = crate::tree::groups_rooted_at(self.server_id, by_server);
-        let result = crate::tree::run(self, CollectiveOp::DatafileSizes, groups.clone(), 0, 0).await?;
+        let result = crate::tree::run(self, operation, groups.clone(), 0, 0).await?;
+        groups.into_iter().zip(result.parts).map(|(group, (_, part))| Ok((group.handles, part?))).collect()
+    }
+
+    /// Every datafile's stat, asked of its server (files without settled stats).
+    pub(crate) async fn gather_sizes(self: &Arc<Self>, datafiles: &[Handle]) -> WeftResult<Vec<DatafileStat>> {
         let mut sizes = BTreeMap::new();
-        for (group, (_, part)) in groups.iter().zip(result.parts) {
-            match part? {
-                CollectivePart::Sizes(stats) if stats.len() == group.handles.len() => {
-                    for (handle, stat) in group.handles.iter().zip(stats) {
-                        sizes.insert(*handle, stat?);
+        for (handles, part) in self.gather(CollectiveOp::DatafileSizes, datafiles).await? {
+            match part {
+                CollectivePart::Sizes(stats) if stats.len() == handles.len() => {
+                    for (handle, stat) in handles.into_iter().zip(stats) {
+                        sizes.insert(handle, stat?);
                     }
                 }
                 _ => return Err(ErrorCode::Protocol),

@@ -20,7 +20,7 @@ use crate::service::Service;
 pub async fn write(service: &Arc<Service>, link: &mut Link, handle: Handle, offset: u64, length: u64) -> ReplyResult {
     check_range(offset, length)?;
     let _guard = service.scheduler.shared(handle).await;
-    service.check_datafile(handle).await?;
+    let _change = service.begin_change(handle).await?;
     let mut received = 0u64;
     let mut local_size = None;
     while received < length {

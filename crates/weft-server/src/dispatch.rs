@@ -121,6 +121,7 @@ pub async fn dispatch(service: &Arc<Service>, request: Request, link: &mut Link)
             service.commit(move |w, _| namespace::set_attr(w, &cred, handle, changes, now)).await
         }
         Request::TruncateDatafile { handle, local_size } => service.truncate(handle, local_size).await,
+        Request::MarkGrowing { datafiles } => service.mark_growing(datafiles).await,
         Request::CreateDirent { cred, parent, name, target, kind } => {
             service.local(parent)?;
             let now = now_ns();

@@ -36,6 +36,7 @@ pub mod contiguous;
 pub mod counters;
 pub mod datafiles;
 pub mod dispatch;
+pub mod growth;
 pub mod link;
 pub mod namespace;
 pub mod noncontig;

@@ -92,6 +92,8 @@ pub fn set_layout(w: &Writer<'_>, handle: Handle, layout: FileLayout) -> ReplyRe
         return Err(ErrorCode::Invalid);
     }
     record.layout = Some(layout);
+    // Settled stats belong to the old layout; the new one's are gathered.
+    record.tracking = None;
     w.put_object(handle, &record)?;
     Ok(Reply::Done)
 }

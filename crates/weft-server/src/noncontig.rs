@@ -227,7 +227,7 @@ async fn write(
         return Err(ErrorCode::Invalid);
     }
     let _guard = service.scheduler.shared(handle).await;
-    service.check_datafile(handle).await?;
+    let _change = service.begin_change(handle).await?;
     service.bytestreams.check_space()?;
     let mut received = 0u64;
     while received < packed_length {

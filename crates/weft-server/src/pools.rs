@@ -33,7 +33,7 @@ use weft_proto::{ErrorCode, Handle, WeftResult};
 
 use crate::committer::IdAllocator;
 use crate::service::{now_ns, Service};
-use crate::store::{target_range, HandleTable, ObjectRecord, Reader, Writer};
+use crate::store::{target_range, HandleTable, ObjectRecord, Reader, SizeTracking, Writer};
 
 /// Period of the refill/claim loop.
 const POOL_PERIOD: Duration = Duration::from_millis(200);
@@ -45,7 +45,8 @@ pub fn reserve(w: &Writer<'_>, ids: &mut IdAllocator, target_id: u16, metadata_s
     if count == 0 || count > RESERVE_HANDLES_MAX {
         return Err(ErrorCode::Invalid);
     }
-    let record = ObjectRecord::new(ObjectKind::Datafile, 0o600, 0, 0, now_ns());
+    let mut record = ObjectRecord::new(ObjectKind::Datafile, 0o600, 0, 0, now_ns());
+    record.tracking = Some(SizeTracking::Datafile(metadata_server));
     let mut handles = Vec::with_capacity(count as usize);
     for _ in 0..count {
         let handle = ids.allocate(w, target_id)?;
@@ -76,6 +77,7 @@ pub fn claim(w: &Writer<'_>, metadata_server: u32, handles: &[Handle]) -> ReplyR
     for handle in handles {
         if w.handle_row(HandleTable::Reserved, *handle)? == Some(metadata_server) {
             w.delete_handle_row(HandleTable::Reserved, *handle)?;
+            crate::growth::adopt_legacy_datafile(w, *handle, metadata_server)?;
         }
     }
     Ok(Reply::Done)

@@ -153,7 +153,11 @@ impl Service {
         let remaining = rows.len() - done.len();
         self.committer
             .submit(Box::new(move |w, _| {
-                done.iter().try_for_each(|h| w.delete_handle_row(HandleTable::Reclaim, *h))?;
+                for handle in &done {
+                    w.delete_handle_row(HandleTable::Reclaim, *handle)?;
+                    // A removed datafile's size mark (crate::growth) goes with it.
+                    w.delete_handle_row(HandleTable::Growing, *handle)?;
+                }
                 Ok(Reply::Done)
             }))
             .await?;

@@ -50,6 +50,8 @@ pub struct Service {
     pub status_table: crate::status::StatusTable,
     /// Client sessions: shared file pointers and byte-range locks ([`crate::sessions`]).
     pub sessions: crate::sessions::Sessions,
+    /// Datafiles being changed here, for size marks ([`crate::growth`]).
+    pub growth: Arc<crate::growth::Growth>,
     started: Instant,
 }
 
@@ -92,6 +94,7 @@ impl Service {
             reclaim_wake: Arc::default(),
             status_table: crate::status::StatusTable::new(&config_for_peers),
             sessions: Default::default(),
+            growth: Default::default(),
             started: Instant::now(),
         });
         if service.config.targets_of_server(server_id).contains(&0) {
@@ -243,7 +246,7 @@ impl Service {
             return Err(ErrorCode::TooBig);
         }
         let _guard = self.scheduler.exclusive(handle).await;
-        self.check_datafile(handle).await?;
+        let _change = self.begin_change(handle).await?;
         let this = self.clone();
         tokio::task::spawn_blocking(move || this.bytestreams.set_len(handle, local_size))
             .await

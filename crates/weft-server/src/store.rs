@@ -44,8 +44,12 @@ pub const POOL_USED: TableDefinition<u64, u32> = TableDefinition::new("pool_used
 pub const RESERVED: TableDefinition<u64, u32> = TableDefinition::new("reserved");
 /// Objects to remove (the durable reclaim queue), handle → its server.
 pub const RECLAIM: TableDefinition<u64, u32> = TableDefinition::new("reclaim");
+/// Metadata server: datafiles that may differ from their metafile's
+/// settled stats, handle → mark generation ([`crate::growth`]).
+pub const GROWING: TableDefinition<u64, u32> = TableDefinition::new("growing");
 
-/// The handle-keyed bookkeeping tables (all handle → server id).
+/// The handle-keyed bookkeeping tables (handle → server id; `Growing`:
+/// handle → mark generation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HandleTable {
     /// [`POOL`].
@@ -56,6 +60,8 @@ pub enum HandleTable {
     Reserved,
     /// [`RECLAIM`].
     Reclaim,
+    /// [`GROWING`].
+    Growing,
 }
 
 impl HandleTable {
@@ -66,6 +72,7 @@ impl HandleTable {
             HandleTable::PoolUsed => POOL_USED,
             HandleTable::Reserved => RESERVED,
             HandleTable::Reclaim => RECLAIM,
+            HandleTable::Growing => GROWING,
         }
     }
 
@@ -76,6 +83,7 @@ impl HandleTable {
             HandleTable::PoolUsed => 2,
             HandleTable::Reserved => 3,
             HandleTable::Reclaim => 4,
+            HandleTable::Growing => 5,
         }
     }
 
@@ -86,6 +94,7 @@ impl HandleTable {
             2 => Ok(HandleTable::PoolUsed),
             3 => Ok(HandleTable::Reserved),
             4 => Ok(HandleTable::Reclaim),
+            5 => Ok(HandleTable::Growing),
             _ => Err(ErrorCode::Io),
         }
     }
@@ -126,6 +135,19 @@ pub struct ObjectRecord {
     pub symlink_target: Option<String>,
     /// Directory parent.
     pub parent: Option<Handle>,
+    /// Size tracking ([`crate::growth`]); the last field, absent in
+    /// records written before it (they decode as `None`).
+    pub tracking: Option<SizeTracking>,
+}
+
+/// What a record keeps for exact sizes without a gather per stat.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum SizeTracking {
+    /// Metafile: each datafile's settled stat, in layout order. Exact for
+    /// every datafile without a `growing` row (docs/FORMAT.md).
+    Metafile(Vec<weft_proto::message::DatafileStat>),
+    /// Datafile: the server that keeps its `growing` row (its metafile's).
+    Datafile(u32),
 }
 
 impl ObjectRecord {
@@ -145,6 +167,7 @@ impl ObjectRecord {
             entry_count: 0,
             symlink_target: None,
             parent: None,
+            tracking: None,
         }
     }
 
@@ -155,7 +178,11 @@ impl ObjectRecord {
 
     /// Decodes a stored record; corruption is an I/O error.
     pub fn decode(bytes: &[u8]) -> WeftResult<ObjectRecord> {
-        let record: ObjectRecord = postcard::from_bytes(bytes).map_err(|_| ErrorCode::Io)?;
+        let record: ObjectRecord = match postcard::from_bytes(bytes) {
+            Ok(record) => record,
+            // Written before `tracking` existed: the same bytes with it `None`.
+            Err(_) => postcard::from_bytes(&[bytes, &[0u8]].concat()).map_err(|_| ErrorCode::Io)?,
+        };
         if record.next_sequence == 0 {
             return Err(ErrorCode::Io);
         }
@@ -225,7 +252,13 @@ impl Store {
             txn.open_table(DIRENTS).map_err(storage_error)?;
             txn.open_table(DIRSEQ).map_err(storage_error)?;
             txn.open_table(COUNTERS).map_err(storage_error)?;
-            for table in [HandleTable::Pool, HandleTable::PoolUsed, HandleTable::Reserved, HandleTable::Reclaim] {
+            for table in [
+                HandleTable::Pool,
+                HandleTable::PoolUsed,
+                HandleTable::Reserved,
+                HandleTable::Reclaim,
+                HandleTable::Growing,
+            ] {
                 txn.open_table(table.definition()).map_err(storage_error)?;
             }
         }

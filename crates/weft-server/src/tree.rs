@@ -116,6 +116,7 @@ async fn share(
         CollectiveOp::RemoveObjects => Ok(CollectivePart::Removed(service.remove_local_objects(handles).await?)),
         CollectiveOp::Status => Ok(CollectivePart::Status(service.status().await?)),
         CollectiveOp::Counters => Ok(CollectivePart::Counters(service.counters.snapshot())),
+        CollectiveOp::SettleSizes => Ok(CollectivePart::Settle(service.local_settle_stats(&handles)?)),
     }
 }
 
