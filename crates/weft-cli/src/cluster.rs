@@ -97,8 +97,8 @@ pub struct MountArgs {
     /// Where the daemon writes its log (default: discarded).
     #[arg(long)]
     log: Option<PathBuf>,
-    /// How long the kernel caches attributes of regular files (0 keeps sizes exact across mounts).
-    #[arg(long, default_value_t = 0)]
+    /// How long the kernel caches attributes of regular files (an open always sees the current size).
+    #[arg(long, default_value_t = 1000)]
     attr_ttl_ms: u64,
     /// How long the kernel caches names and directory attributes.
     #[arg(long, default_value_t = 1000)]
@@ -109,6 +109,9 @@ pub struct MountArgs {
     /// Bypass the page cache (breaks shared mmap and executing from the mount).
     #[arg(long)]
     direct_io: bool,
+    /// Buffer writes in the kernel's page cache (write errors then surface at fsync/close; see README).
+    #[arg(long)]
+    writeback_cache: bool,
 }
 
 /// Arguments of `weft umount`.
@@ -128,6 +131,7 @@ pub fn mount(config: Option<PathBuf>, args: MountArgs) -> Result<(), String> {
         entry_ttl: Duration::from_millis(args.entry_ttl_ms),
         request_timeout: Duration::from_millis(args.request_timeout_ms),
         direct_io: args.direct_io,
+        writeback_cache: args.writeback_cache,
         ..weft_fuse::MountOptions::default()
     };
     if args.daemon {

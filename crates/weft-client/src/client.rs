@@ -337,7 +337,7 @@ fn stat_from_reply(attributes: Attributes, sizes: Vec<DatafileStat>) -> WeftResu
     Ok(to_stat(attributes, &datafiles.into_iter().zip(sizes).collect()))
 }
 
-fn to_stat(attrs: Attributes, sizes: &BTreeMap<Handle, DatafileStat>) -> Stat {
+pub(crate) fn to_stat(attrs: Attributes, sizes: &BTreeMap<Handle, DatafileStat>) -> Stat {
     let mut mtime_ns = attrs.mtime_ns;
     let size = match (&attrs.layout, attrs.kind) {
         (Some(layout), _) => {

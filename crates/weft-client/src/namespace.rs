@@ -15,7 +15,9 @@
 //! datafiles.
 
 use futures::future::join_all;
-use weft_proto::message::{AttrChanges, DirEntry, FileLayout, NewObject, ObjectKind, Reply, Request, TimeSet};
+use weft_proto::message::{
+    AttrChanges, DirEntry, FileLayout, NewObject, ObjectKind, Reply, ReplyResult, Request, TimeSet,
+};
 use weft_proto::{message, Distribution, ErrorCode, Handle, WeftResult};
 
 use crate::client::{Client, Stat};
@@ -140,7 +142,28 @@ impl Client {
         Ok(File { handle: metafile, layout })
     }
 
-    async fn create_aggregate(&self, parent: Handle, name: &str, options: CreateOptions) -> WeftResult<File> {
+    /// Creates a new file (`Exists` if the name is taken) and returns it
+    /// with its attributes: one request (aggregate), whose reply carries
+    /// them (size 0, nothing is written yet); client-driven, N+4 and a stat.
+    pub async fn create_new_in(&self, parent: Handle, name: &str, options: CreateOptions) -> WeftResult<(File, Stat)> {
+        let options = CreateOptions { exclusive: true, ..options };
+        if self.client_driven() {
+            let file = self.create_in(parent, name, options).await?;
+            let stat = self.stat_handle(file.handle).await?;
+            return Ok((file, stat));
+        }
+        message::validate_name(name)?;
+        match self.create_file_request(parent, name, options).await? {
+            Reply::Attributes(attrs) => {
+                let layout = attrs.layout.clone().ok_or(ErrorCode::Protocol)?;
+                let file = File { handle: attrs.handle, layout };
+                Ok((file, crate::client::to_stat(attrs, &Default::default())))
+            }
+            _ => Err(ErrorCode::Protocol),
+        }
+    }
+
+    async fn create_file_request(&self, parent: Handle, name: &str, options: CreateOptions) -> ReplyResult {
         let request = Request::CreateFile {
             cred: self.cred(),
             parent,
@@ -150,7 +173,11 @@ impl Client {
             stripe_count: options.stripe_count,
             exclusive: options.exclusive,
         };
-        match self.call_at(parent, request).await {
+        self.call_at(parent, request).await
+    }
+
+    async fn create_aggregate(&self, parent: Handle, name: &str, options: CreateOptions) -> WeftResult<File> {
+        match self.create_file_request(parent, name, options).await {
             Ok(Reply::Attributes(attrs)) => match attrs.layout {
                 Some(layout) => Ok(File { handle: attrs.handle, layout }),
                 None => Err(ErrorCode::Protocol),

@@ -8,7 +8,8 @@
 //! here.) On a clean exit the daemon first tells the watchdog to leave the
 //! mount point alone, so a later mount at the same place is never touched.
 //! SIGTERM and SIGINT unmount cleanly; the daemon then exits when the
-//! kernel ends the session (after the last open file is closed).
+//! kernel ends the session (after the last open file is closed). SIGUSR1
+//! writes the mount's request counters to its log ([`counters_line`]).
 //!
 //! `daemonize_then_mount` forks before any thread or async runtime exists
 //! (a forked runtime would be unusable), and the parent returns only when
@@ -21,6 +22,7 @@ use std::path::{Path, PathBuf};
 
 use fuser::{MountOption, Session, SessionACL};
 use tokio::signal::unix::{signal, SignalKind};
+use weft_client::counters::Snapshot;
 use weft_client::{Client, ClientOptions};
 use weft_config::Config;
 
@@ -301,6 +303,9 @@ fn mount(
     if !mountpoint.is_dir() {
         return Err(format!("{}: not a directory", mountpoint.display()));
     }
+    if options.writeback_cache && !options.default_permissions {
+        return Err("the write-back cache needs default_permissions (the kernel checks opens)".to_string());
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(options.worker_threads.max(1))
         .thread_name("weft-fuse")
@@ -312,15 +317,27 @@ fn mount(
     client_options.timeouts.connect = client_options.timeouts.connect.min(options.request_timeout);
     let fuse = fuse_config(&options, &config);
     let client = Client::new(config, client_options).map_err(|e| format!("client: {e}"))?;
-    let (mut terminate, mut interrupt) = {
+    let (mut terminate, mut interrupt, mut report) = {
         let _entered = runtime.enter();
         let terminate = signal(SignalKind::terminate()).map_err(|e| format!("signal: {e}"))?;
         let interrupt = signal(SignalKind::interrupt()).map_err(|e| format!("signal: {e}"))?;
-        (terminate, interrupt)
+        let report = signal(SignalKind::user_defined1()).map_err(|e| format!("signal: {e}"))?;
+        (terminate, interrupt, report)
     };
+    let counted = client.clone();
+    runtime.spawn(async move {
+        let mut sequence = 0u64;
+        while report.recv().await.is_some() {
+            sequence += 1;
+            eprintln!("{}", counters_line(sequence, &counted.counters()));
+        }
+    });
     let filesystem = WeftFs::new(client, options, runtime.handle().clone());
+    let notifier_slot = filesystem.notifier_slot();
     let mut session =
         Session::new(filesystem, mountpoint, &fuse).map_err(|e| format!("mount {}: {e}", mountpoint.display()))?;
+    // Before `run`: no request is served yet.
+    let _ = notifier_slot.set(session.notifier());
     let mut unmounter = session.unmount_callable();
     let target = mountpoint.canonicalize().map_err(|e| format!("{}: {e}", mountpoint.display()))?;
     runtime.spawn(async move {
@@ -341,4 +358,20 @@ fn mount(
         }
     });
     Ok((session, runtime))
+}
+
+/// The line SIGUSR1 writes to the mount's standard error (its log): every
+/// request this mount has sent since it started, in total and by kind,
+/// e.g. `weft-fuse counters #2: requests=5 create_file=1 stat_entry=4`.
+/// The number tells one report from the next.
+pub fn counters_line(sequence: u64, counters: &Snapshot) -> String {
+    let mut by_kind: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for ((_, kind), tally) in &counters.tallies {
+        *by_kind.entry(kind).or_default() += tally.requests;
+    }
+    let mut line = format!("weft-fuse counters #{sequence}: requests={}", counters.total_requests());
+    for (kind, requests) in by_kind {
+        line.push_str(&format!(" {kind}={requests}"));
+    }
+    line
 }

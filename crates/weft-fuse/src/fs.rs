@@ -14,13 +14,13 @@
 use std::ffi::OsStr;
 use std::future::Future;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use fuser::{
     AccessFlags, Errno, FileHandle, FileType, Filesystem, FopenFlags, INodeNo, InitFlags, KernelConfig, LockOwner,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
-    ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    Notifier, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
+    ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use weft_client::{Client, CreateOptions, Stat};
 use weft_proto::access::{self, Ownership};
@@ -56,12 +56,22 @@ struct Inner {
     client: Client,
     options: MountOptions,
     files: OpenFiles,
+    /// Sends invalidations to the kernel; set once the session exists.
+    kernel: Arc<OnceLock<Notifier>>,
 }
 
 impl WeftFs {
     /// A file system answering requests with `client` on `runtime`.
     pub fn new(client: Client, options: MountOptions, runtime: tokio::runtime::Handle) -> WeftFs {
-        WeftFs { inner: Arc::new(Inner { client, options, files: OpenFiles::default() }), runtime }
+        let inner = Inner { client, options, files: OpenFiles::default(), kernel: Arc::default() };
+        WeftFs { inner: Arc::new(inner), runtime }
+    }
+
+    /// Where the mount puts the session's [`Notifier`] once the session
+    /// exists; until then opens cannot drop cached attributes, so set it
+    /// before the session serves requests.
+    pub fn notifier_slot(&self) -> Arc<OnceLock<Notifier>> {
+        self.inner.kernel.clone()
     }
 
     /// Runs `work` as a task; it answers the kernel itself.
@@ -166,9 +176,12 @@ impl Inner {
         }
     }
 
+    /// One request when the object lives on its directory's server (every
+    /// file's metafile does), two otherwise. A missing name is an error
+    /// reply, never a negative entry: the kernel asks again next time, so
+    /// a file another mount creates is found at once.
     async fn lookup(&self, client: &Client, parent: Handle, name: WeftResult<String>) -> WeftResult<Stat> {
-        let (handle, _) = client.lookup(parent, &name?).await?;
-        match client.stat_handle(handle).await {
+        match client.lstat_in(parent, &name?).await {
             Err(ErrorCode::Stale) => Err(ErrorCode::NoEntry), // removed between the two steps
             other => other,
         }
@@ -212,7 +225,25 @@ impl Inner {
         }
         let append = flags & libc::O_APPEND != 0;
         let fh = self.files.insert(weft_client::File { handle, layout }, append);
+        self.forget_cached_attributes(handle);
         Ok((fh, self.open_flags(append)))
+    }
+
+    /// Close-to-open: drops the kernel's cached attributes of a file being
+    /// opened, before the open is answered, so the opener's first `fstat`
+    /// or read past the old end of file asks for the current size. (Its
+    /// cached pages are dropped by the open itself: no `keep_cache`.)
+    /// Needed only when attributes are cached at all.
+    fn forget_cached_attributes(&self, handle: Handle) {
+        if self.options.attr_ttl.is_zero() {
+            return;
+        }
+        if let Some(kernel) = self.kernel.get() {
+            // A negative offset: attributes only, no page range.
+            if let Err(err) = kernel.inval_inode(ino_of(handle), -1, 0) {
+                tracing::warn!("invalidating attributes of {handle:?}: {err}");
+            }
+        }
     }
 
     async fn create(
@@ -223,13 +254,19 @@ impl Inner {
         mode: u32,
         flags: i32,
     ) -> WeftResult<(Stat, u64, FopenFlags)> {
-        let options = CreateOptions {
-            mode: Some(mode & 0o7777),
-            exclusive: flags & libc::O_EXCL != 0,
-            ..CreateOptions::default()
+        let name = name?;
+        let options = CreateOptions { mode: Some(mode & 0o7777), ..CreateOptions::default() };
+        let (file, stat) = match client.create_new_in(parent, &name, options).await {
+            Ok(created) => created,
+            // Created by another client since the kernel's lookup: open it,
+            // as open(2) without O_EXCL does (the rare, slower path).
+            Err(ErrorCode::Exists) if flags & libc::O_EXCL == 0 => {
+                let file = client.open_in(parent, &name).await?;
+                let stat = client.stat_handle(file.handle).await?;
+                (file, stat)
+            }
+            Err(code) => return Err(code),
         };
-        let file = client.create_in(parent, &name?, options).await?;
-        let stat = client.stat_handle(file.handle).await?;
         let append = flags & libc::O_APPEND != 0;
         let fh = self.files.insert(file, append);
         Ok((stat, fh, self.open_flags(append)))
@@ -243,7 +280,10 @@ impl Inner {
         Ok(buffer)
     }
 
-    async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32, Errno> {
+    /// Writes `data`; `page_writeback` marks the kernel flushing cached
+    /// pages (write-back cache), which it may do through any open of the
+    /// file, an `O_APPEND` one included: those go where the pages belong.
+    async fn write(&self, fh: u64, offset: u64, data: &[u8], page_writeback: bool) -> Result<u32, Errno> {
         let open = self.files.get(fh).ok_or(errno::BAD_HANDLE)?;
         if let Some(code) = open.error() {
             return Err(errno::of(code));
@@ -251,7 +291,8 @@ impl Inner {
         let result = async {
             // Not atomic across clients: two mounts appending at once may
             // both write at the same end of file.
-            let offset = if open.append { self.client.file_size(&open.file).await? } else { offset };
+            let append = open.append && !page_writeback;
+            let offset = if append { self.client.file_size(&open.file).await? } else { offset };
             self.client.write_at(&open.file, offset, data).await
         };
         match result.await {
@@ -440,6 +481,10 @@ impl Filesystem for WeftFs {
             | InitFlags::FUSE_POSIX_LOCKS
             | InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_ASYNC_DIO;
+        let wanted = if self.inner.options.writeback_cache { wanted | InitFlags::FUSE_WRITEBACK_CACHE } else { wanted };
+        if !config.capabilities().contains(wanted & InitFlags::FUSE_WRITEBACK_CACHE) {
+            tracing::warn!("the kernel offers no writeback cache: writes go to the servers at once");
+        }
         let _ = config.add_capabilities(wanted & config.capabilities());
         Ok(())
     }
@@ -514,9 +559,8 @@ impl Filesystem for WeftFs {
         let (client, name) = (self.user(req), name_of(name));
         self.spawn(|fs| async move {
             let result = async {
-                let options = CreateOptions { mode: Some(mode & 0o7777), exclusive: true, ..CreateOptions::default() };
-                let file = client.create_in(handle_of(parent), &name?, options).await?;
-                client.stat_handle(file.handle).await
+                let options = CreateOptions { mode: Some(mode & 0o7777), ..CreateOptions::default() };
+                Ok(client.create_new_in(handle_of(parent), &name?, options).await?.1)
             };
             fs.reply_entry(reply, result.await)
         });
@@ -620,14 +664,15 @@ impl Filesystem for WeftFs {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         let data = data.to_vec();
+        let page_writeback = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
         self.spawn(|fs| async move {
-            match fs.write(fh.0, offset, &data).await {
+            match fs.write(fh.0, offset, &data, page_writeback).await {
                 Ok(count) => reply.written(count),
                 Err(err) => reply.error(err),
             }
@@ -635,8 +680,10 @@ impl Filesystem for WeftFs {
     }
 
     fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
-        // Writes reach the servers before they are answered, so close has
-        // nothing to push: it only reports a write error not yet seen.
+        // Writes reach the servers before they are answered (with the
+        // write-back cache, the kernel has written its dirty pages back
+        // before it sends the flush), so close has nothing to push: it only
+        // reports a write error not yet seen.
         match self.inner.files.get(fh.0) {
             Some(open) => match open.error() {
                 Some(code) => reply.error(errno::of(code)),

@@ -1,7 +1,8 @@
 //! `weft mount`: POSIX access to a Weft file system through FUSE.
 //!
 //! Layout:
-//! - [`options`]: mount options (cache timeouts, request timeout, direct I/O).
+//! - [`options`]: mount options (cache timeouts, request timeout, direct I/O,
+//!   write-back cache).
 //! - [`errno`]: the one place where Weft errors become errno values, and the
 //!   list of unsupported calls with the errno each returns.
 //! - [`attr`]: inode numbers and attributes as the kernel wants them.
@@ -12,11 +13,13 @@
 //! - [`daemon`]: foreground mount with clean unmount on SIGTERM/SIGINT,
 //!   daemonizing (fork before any runtime starts), and unmount.
 //!
-//! Consistency model: close-to-open. Writes go straight to the servers (no
-//! write-back cache), so once `close` returns another mount sees the data.
-//! Opening a file drops its cached pages, and regular-file attributes are not
-//! cached by default (see [`MountOptions`]), so the opener sees the new size
-//! and contents.
+//! Consistency model: close-to-open. Writes go straight to the servers
+//! (unless the opt-in write-back cache is on), so once `close` returns
+//! another mount sees the data. Opening a file drops its cached pages and
+//! its cached attributes (an invalidation sent before the open is
+//! answered), so the opener sees the current size and contents; between
+//! opens, attributes are cached for [`MountOptions::attr_ttl`]. Missing
+//! names are never cached.
 #![warn(missing_docs)]
 
 pub mod attr;

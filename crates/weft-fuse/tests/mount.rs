@@ -10,6 +10,8 @@
 //! Nothing here asserts on wall-clock time. Commands that could hang run
 //! under `timeout 120` only as a guard against a hung test.
 
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -44,6 +46,7 @@ struct Mount {
     child: Option<Child>,
     path: PathBuf,
     log: PathBuf,
+    reports: u64,
     _dir: tempfile::TempDir,
 }
 
@@ -65,7 +68,7 @@ impl Mount {
             .stderr(log_file)
             .spawn()
             .expect("spawn weft-fuse-mount");
-        let mut mount = Mount { child: Some(child), path, log, _dir: dir };
+        let mut mount = Mount { child: Some(child), path, log, reports: 0, _dir: dir };
         mount.wait_mounted();
         mount
     }
@@ -89,6 +92,30 @@ impl Mount {
 
     fn at(&self, relative: &str) -> PathBuf {
         self.path.join(relative)
+    }
+
+    /// Requests the mount has sent, by kind (and `requests`, the total):
+    /// SIGUSR1 makes it write a numbered counters line to its log.
+    fn counters(&mut self) -> BTreeMap<String, u64> {
+        self.reports += 1;
+        let marker = format!("weft-fuse counters #{}:", self.reports);
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.pid() as i32, libc::SIGUSR1) };
+        let start = Instant::now();
+        loop {
+            let text = self.log_text();
+            if let Some(line) = text.lines().find(|l| l.starts_with(&marker)) {
+                return line[marker.len()..]
+                    .split_whitespace()
+                    .map(|pair| {
+                        let (kind, count) = pair.split_once('=').expect("kind=count");
+                        (kind.to_string(), count.parse().expect("a count"))
+                    })
+                    .collect();
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "no counters report: {text}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     fn pid(&self) -> u32 {
@@ -274,6 +301,135 @@ fn two_mounts_see_each_other_after_close() {
     ok(&format!("rm -r {b}/dir"));
     ok(&format!("test ! -e {b}/dir"));
     ok(&format!("for i in $(seq 1 50); do test -e {a}/dir/x || exit 0; sleep 0.1; done; exit 1"));
+}
+
+/// Close-to-open with attributes cached: mount B has cached a file's
+/// attributes (a `stat`, kept for ten minutes), mount A appends and
+/// closes, and B's next open sees the new length and bytes exactly, while
+/// a plain `stat` in B may still answer from its cache. Names are never
+/// cached as absent: a name B found missing is there as soon as A creates it.
+#[test]
+fn cached_attributes_stay_close_to_open() {
+    let _serial = serial();
+    let cluster = Cluster::start(ClusterOptions::default());
+    let first = Mount::start(&cluster, &[]);
+    let second = Mount::start(&cluster, &["--attr-ttl-ms", "600000", "--entry-ttl-ms", "600000"]);
+    let (a, b) = (q(&first.path), q(&second.path));
+
+    ok(&format!("printf first > {a}/f"));
+    assert_eq!(ok(&format!("stat -c %s {b}/f")).trim(), "5");
+    ok(&format!("printf -- -and-appended >> {a}/f"));
+    // The cached attributes stand until B opens the file...
+    assert_eq!(ok(&format!("stat -c %s {b}/f")).trim(), "5", "attributes were not cached");
+    // ...and the open sees the new size (fstat) and bytes (read).
+    let script = format!(
+        "import os\nfd = os.open({b} + '/f', os.O_RDONLY)\nsize = os.fstat(fd).st_size\n\
+         data = os.read(fd, 1 << 16)\nos.close(fd)\nprint(size, data.decode())"
+    );
+    assert_eq!(ok(&format!("python3 -c \"{}\"", script.replace('"', "\\\""))).trim(), "18 first-and-appended");
+    assert_eq!(ok(&format!("stat -c %s {b}/f")).trim(), "18");
+    assert_eq!(ok(&format!("cat {b}/f")), "first-and-appended");
+
+    // Shrunk and rewritten by A after B cached it: B's open reads exactly.
+    ok(&format!("cat {b}/f > /dev/null && printf xyz > {a}/f"));
+    assert_eq!(ok(&format!("cat {b}/f")), "xyz");
+    assert_eq!(ok(&format!("stat -c %s {b}/f")).trim(), "3");
+
+    // No negative entries: B misses a name, A creates it, B sees it at once.
+    ok(&format!("test ! -e {b}/late"));
+    ok(&format!("echo here > {a}/late"));
+    assert_eq!(ok(&format!("cat {b}/late")), "here\n");
+}
+
+/// Requests one call costs through the mount, from the mount's counters.
+fn requests_of(mount: &mut Mount, script: &str) -> BTreeMap<String, u64> {
+    let before = mount.counters();
+    ok(script);
+    let after = mount.counters();
+    after
+        .into_iter()
+        .map(|(kind, n)| (kind.clone(), n - before.get(&kind).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+/// Creating a file through the mount is one request (`create_file`, whose
+/// reply carries the attributes), after the kernel's lookup of the missing
+/// name (one `stat_entry`); an exclusive create of an existing name is one
+/// request too, answered EEXIST.
+#[test]
+fn create_is_one_request() {
+    let _serial = serial();
+    let cluster = Cluster::start(ClusterOptions::default());
+    // Names and attributes stay cached for the whole test, so the path
+    // walk to `d` costs nothing and only the create is counted. (With
+    // attributes not cached at all, the kernel's permission check of the
+    // opened file would add a stat.)
+    let mut mount = Mount::start(&cluster, &["--entry-ttl-ms", "600000", "--attr-ttl-ms", "600000"]);
+    let m = mount.path.display().to_string();
+    ok(&format!("mkdir {m}/d && ls {m}/d"));
+    let create = format!("python3 -c \"import os; os.close(os.open('{m}/d/new', os.O_CREAT | os.O_WRONLY, 0o640))\"");
+    let cost = requests_of(&mut mount, &create);
+    let expected: BTreeMap<String, u64> =
+        [("requests", 2), ("stat_entry", 1), ("create_file", 1)].map(|(k, n)| (k.to_string(), n)).into();
+    assert_eq!(cost, expected, "open(O_CREAT) of a new file");
+    assert_eq!(ok(&format!("stat -c '%a %s' {m}/d/new")).trim(), "640 0");
+    assert_eq!(errno_of(None, &format!("os.open('{m}/d/new', os.O_CREAT | os.O_EXCL | os.O_WRONLY)")), "EEXIST");
+}
+
+/// The opt-in write-back cache: small, partial-page and write-only
+/// writes buffered by the kernel reach the servers by close, byte for byte
+/// as another mount reads them; a write after a server died still
+/// succeeds (it only dirties pages), and the error surfaces at `fsync`.
+#[test]
+fn writeback_cache_writes_and_reports_errors_at_fsync() {
+    let _serial = serial();
+    let mut cluster = Cluster::start(ClusterOptions::default());
+    // Attributes cached for the whole test: a buffered write refreshes
+    // expired ones first (a stat, which would meet the dead server).
+    let args = ["--writeback-cache", "--attr-ttl-ms", "600000", "--request-timeout-ms", "3000"];
+    let cached = Mount::start(&cluster, &args);
+    let plain = Mount::start(&cluster, &[]);
+    let local = tempfile::tempdir().unwrap();
+    let (w, r, l) = (q(&cached.path), q(&plain.path), q(local.path()));
+
+    ok(&format!("head -c 3000000 /dev/urandom > {l}/src && head -c 70000 /dev/urandom > {l}/patch"));
+    // 4 KiB and 8 KiB writes, then write-only opens patching partial pages
+    // (the kernel reads the rest of each page through the write-only open).
+    ok(&format!("dd if={l}/src of={w}/f bs=4096 status=none && dd if={l}/patch of={w}/f bs=8192 seek=50 conv=notrunc status=none"));
+    ok(&format!("dd if={l}/patch of={l}/src bs=8192 seek=50 conv=notrunc status=none"));
+    for (block, seek) in [(100, 777), (3000, 333), (1, 2_999_999)] {
+        let dd = |target: &str| {
+            format!("dd if={l}/patch of={target} bs={block} seek={seek} count=7 conv=notrunc status=none")
+        };
+        ok(&format!("{} && {}", dd(&format!("{w}/f")), dd(&format!("{l}/src"))));
+    }
+    ok(&format!("cmp {l}/src {r}/f"));
+    assert_eq!(ok(&format!("stat -c %s {r}/f")).trim(), ok(&format!("stat -c %s {l}/src")).trim());
+    ok(&format!("cmp {l}/src {w}/f"));
+
+    // Errors at fsync: write (buffered), kill a server holding a strip of
+    // the file, write again (still only pages), then fsync.
+    let script = format!(
+        "import os, sys, errno\nfd = os.open({w} + '/g', os.O_WRONLY | os.O_CREAT, 0o644)\n\
+         os.write(fd, b'a' * (1 << 20))\nprint('written', flush=True)\nsys.stdin.readline()\n\
+         os.write(fd, b'b' * (1 << 20))\nprint('second write ok', flush=True)\n\
+         try:\n    os.fsync(fd)\n    print('fsync ok')\nexcept OSError as e:\n    print('fsync', errno.errorcode[e.errno])\n\
+         try:\n    os.close(fd)\nexcept OSError:\n    pass\n"
+    );
+    let mut writer = Command::new("timeout")
+        .args(["120", "python3", "-c", &script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut lines = std::io::BufReader::new(writer.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().expect("a line").unwrap(), "written");
+    cluster.kill(2); // every server holds one 64 KiB strip of each MiB
+    writeln!(writer.stdin.take().unwrap(), "go").unwrap();
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    assert!(writer.wait().unwrap().success());
+    assert_eq!(rest, ["second write ok", "fsync EIO"]);
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! weft-fuse-mount --config F [--daemon] [--log F] [--attr-ttl-ms N]
-//!                 [--entry-ttl-ms N] [--request-timeout-ms N] [--direct-io] MOUNTPOINT
+//!                 [--entry-ttl-ms N] [--request-timeout-ms N] [--direct-io]
+//!                 [--writeback-cache] MOUNTPOINT
 //! weft-fuse-mount --umount [--lazy] MOUNTPOINT
 //! ```
 
@@ -44,6 +45,7 @@ fn parse() -> Result<Args, String> {
             "--entry-ttl-ms" => args.options.entry_ttl = millis(value()?)?,
             "--request-timeout-ms" => args.options.request_timeout = millis(value()?)?,
             "--direct-io" => args.options.direct_io = true,
+            "--writeback-cache" => args.options.writeback_cache = true,
             "--daemon" => args.daemon = true,
             "--umount" => args.umount = true,
             "--lazy" => args.lazy = true,
