@@ -378,3 +378,84 @@ fn no_space_or_io(first: ErrorCode, then: ErrorCode) -> ErrorCode {
         ErrorCode::Io
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Before the reserve, a commit that failed on a full disk made the
+    //! committer refuse every later change until restart ("metadata commit
+    //! failed; refusing further namespace changes until restart").
+
+    use std::io::Write;
+    use std::process::Command;
+
+    use weft_proto::message::{ObjectKind, Reply};
+
+    use super::*;
+    use crate::store::ObjectRecord;
+
+    /// A tmpfs mounted for the test's lifetime (the tests run as root).
+    struct Tmpfs(tempfile::TempDir);
+
+    impl Tmpfs {
+        fn mount(size_bytes: u64) -> Tmpfs {
+            let dir = tempfile::tempdir().unwrap();
+            let status = Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={size_bytes}"), "tmpfs"])
+                .arg(dir.path())
+                .status()
+                .unwrap();
+            assert!(status.success(), "mount -t tmpfs failed (the test needs root)");
+            Tmpfs(dir)
+        }
+    }
+
+    impl Drop for Tmpfs {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(self.0.path()).status();
+        }
+    }
+
+    /// Stores a record of about `bytes` bytes under object id `id`.
+    fn put(id: u64, bytes: usize) -> Operation {
+        Box::new(move |w, _| {
+            let mut record = ObjectRecord::new(ObjectKind::Symlink, 0o777, 0, 0, 1);
+            record.symlink_target = Some("x".repeat(bytes));
+            w.put_object(Handle::new(0, id).expect("handle"), &record)?;
+            Ok(Reply::Done)
+        })
+    }
+
+    #[test]
+    fn a_commit_failing_on_a_full_disk_answers_no_space_and_the_next_one_commits() {
+        let disk = Tmpfs::mount(8 << 20);
+        let dir = disk.0.path();
+        // No headroom behind the store, so its commits can meet ENOSPC.
+        let store = Arc::new(Store::open(dir, 0).unwrap());
+        let committer = Committer::start(store.clone(), dir, 1 << 20, true, 8).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let mut filler = std::fs::File::create(dir.join("filler")).unwrap();
+        while filler.write_all(&[7u8; 64 << 10]).is_ok() {}
+        let mut acknowledged = Vec::new();
+        let mut failed = None;
+        for id in 10..2000 {
+            match runtime.block_on(committer.submit(put(id, 50_000))) {
+                Ok(_) => acknowledged.push(id),
+                Err(code) => {
+                    failed = Some((id, code));
+                    break;
+                }
+            }
+        }
+        let (failed_id, code) = failed.expect("the disk never filled");
+        assert_eq!(code, ErrorCode::NoSpace, "a full disk is ENOSPC, not EIO");
+        // Space comes back: the next change commits, no restart needed.
+        filler.set_len(0).unwrap();
+        runtime.block_on(committer.submit(put(1, 10))).expect("commit after space came back");
+        let reader = store.read().unwrap();
+        for id in acknowledged {
+            reader.object(Handle::new(0, id).unwrap()).expect("an acknowledged change survived recovery");
+        }
+        assert_eq!(reader.object(Handle::new(0, failed_id).unwrap()), Err(ErrorCode::Stale), "the failed change");
+        reader.object(Handle::new(0, 1).unwrap()).unwrap();
+    }
+}

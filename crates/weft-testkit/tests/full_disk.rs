@@ -12,6 +12,9 @@
 //! disk is full, and a metadata fill (empty files until `NoSpace`).
 //!
 //! Needs root (it mounts a tmpfs); the mount is undone also on failure.
+//! `WEFT_FULL_DISK_CYCLES=N` runs N fill/free cycles instead of 3 (every
+//! second one with kill -9 and restart), for the reliability figures in
+//! BENCHMARKS.md.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -180,25 +183,29 @@ fn a_full_disk_answers_enospc_frees_space_on_remove_and_survives_kill_9() {
     c.mkdir("/fill", 0o755).unwrap();
     let mut kept: Vec<u64> = Vec::new();
     let mut next_seed = 0;
-    for cycle in 0..3u64 {
+    let cycles: u64 = std::env::var("WEFT_FULL_DISK_CYCLES").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let mut restarts = 0;
+    for cycle in 0..cycles {
         let (filled, partial) = fill(&c, next_seed);
         next_seed += 2 * DISK_BYTES / FILE_BYTES;
         if let Some(partial) = partial {
             c.unlink(&partial).expect("remove the partial file on a full disk");
         }
         assert!(!filled.is_empty() || !kept.is_empty(), "cycle {cycle}: nothing fitted");
+        eprintln!("cycle {cycle}: {} files of {FILE_BYTES} bytes filled the disk", filled.len());
         kept.extend(&filled);
         // Full: removal, rename, setattr and truncate still commit.
         let first = kept[0];
         c.chmod(&format!("/fill/f{first}"), 0o600).expect("setattr on a full disk");
         c.rename(&format!("/fill/f{first}"), &format!("/fill/g{first}")).expect("rename on a full disk");
         c.rename(&format!("/fill/g{first}"), &format!("/fill/f{first}")).expect("rename back");
-        if cycle == 1 {
+        if cycle % 2 == 1 {
             // kill -9 of both servers while the disk is full, then restart.
             cluster.kill(0);
             cluster.kill(1);
             cluster.restart(0);
             cluster.restart(1);
+            restarts += 1;
         }
         check_files(&c, &kept);
         // Free two files (the oldest), plus everything but three files.
@@ -208,6 +215,7 @@ fn a_full_disk_answers_enospc_frees_space_on_remove_and_survives_kill_9() {
         check_files(&c, &kept);
         fsck_problems(&cluster);
     }
+    eprintln!("{cycles} fill/free cycles, {restarts} of them with kill -9 of both servers on the full disk: no EIO");
 
     // A metadata fill: empty files until the disk is full.
     c.mkdir("/many", 0o755).unwrap();
@@ -222,6 +230,7 @@ fn a_full_disk_answers_enospc_frees_space_on_remove_and_survives_kill_9() {
         assert!(created < 200_000, "creates never ran out of space");
     };
     assert_eq!(refused, ErrorCode::NoSpace, "after {created} creates");
+    eprintln!("metadata fill: {} files of data, then {created} empty files until NoSpace", filled.len());
     for i in (0..created).rev() {
         c.unlink(&format!("/many/e{i}")).expect("remove an empty file on a full disk");
     }
@@ -233,4 +242,8 @@ fn a_full_disk_answers_enospc_frees_space_on_remove_and_survives_kill_9() {
     remove_and_wait_for_space(&c, &remove);
     check_usable(&c, 99);
     fsck_problems(&cluster);
+    let logs = cluster.logs();
+    let notable =
+        logs.lines().filter(|line| line.contains("WARN") || line.contains("ERROR") || line.contains("recovered"));
+    eprintln!("server log lines of note:\n{}", notable.collect::<Vec<_>>().join("\n"));
 }
