@@ -581,6 +581,19 @@ mod tests {
     }
 
     #[test]
+    fn metadata_reserve_has_a_default_and_a_checked_range() {
+        let config = Config::parse(&sample(), "x.toml").unwrap();
+        assert_eq!(config.durability.metadata_reserve_bytes, weft_proto::limits::METADATA_RESERVE_BYTES_DEFAULT);
+        let default_line = format!("metadata_reserve_bytes = {}", weft_proto::limits::METADATA_RESERVE_BYTES_DEFAULT);
+        assert!(sample().contains(&default_line), "genconfig writes the reserve out");
+        let with = |bytes: u64| sample().replace(&default_line, &format!("metadata_reserve_bytes = {bytes}"));
+        let config = Config::parse(&with(8 << 20), "x.toml").unwrap();
+        assert_eq!(config.durability.metadata_reserve_bytes, 8 << 20);
+        let err = Config::parse(&with(1 << 20), "x.toml").unwrap_err().to_string();
+        assert!(err.contains("durability.metadata_reserve_bytes"), "{err}");
+    }
+
+    #[test]
     fn capacity_limit_is_optional_per_server() {
         let text = sample().replacen(
             "storage = \"/tmp/w/server-1\"",
