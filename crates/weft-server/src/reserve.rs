@@ -54,21 +54,6 @@ pub fn allocate(file: &File, offset: u64, length: u64, keep_size: bool) -> io::R
     }
 }
 
-/// Total and available bytes of the file system holding `path`.
-pub fn file_system_space(path: &Path) -> WeftResult<(u64, u64)> {
-    use std::os::unix::ffi::OsStrExt;
-    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| ErrorCode::Invalid)?;
-    // SAFETY: an all-zero statvfs is a valid value of this plain C struct.
-    let mut out: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: c_path is a valid NUL-terminated string and out is a valid statvfs.
-    let rc = unsafe { libc::statvfs(c_path.as_ptr(), &mut out) };
-    if rc != 0 {
-        return Err(ErrorCode::from_io(&io::Error::last_os_error()));
-    }
-    let block = out.f_frsize as u64;
-    Ok((out.f_blocks as u64 * block, out.f_bavail as u64 * block))
-}
-
 /// The store's headroom: blocks allocated beyond the store's length.
 #[derive(Debug)]
 pub struct Headroom {
@@ -127,7 +112,7 @@ impl Headroom {
         if self.short() {
             return Err(ErrorCode::NoSpace);
         }
-        let (_, free) = file_system_space(&self.storage)?;
+        let (_, free) = crate::service::statvfs(&self.storage)?;
         if free < bytes {
             return Err(ErrorCode::NoSpace);
         }

@@ -339,7 +339,7 @@ impl Service {
 }
 
 /// Total and available bytes of the file system holding `path`.
-fn statvfs(path: &std::path::Path) -> WeftResult<(u64, u64)> {
+pub(crate) fn statvfs(path: &std::path::Path) -> WeftResult<(u64, u64)> {
     use std::os::unix::ffi::OsStrExt;
     let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| ErrorCode::Invalid)?;
     // SAFETY: statvfs is plain integers, for which all-zero bytes are valid.

@@ -163,6 +163,54 @@ fn fsck_problems(cluster: &Cluster) -> u64 {
     problems
 }
 
+/// Runs `weft ARGS --config CFG`; returns success and stdout + stderr.
+fn weft(cluster: &Cluster, args: &[&str]) -> (bool, String) {
+    let output = Command::new(weft_testkit::weft_bin())
+        .args(args)
+        .arg("--config")
+        .arg(&cluster.config_path)
+        .output()
+        .expect("run weft");
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    (output.status.success(), text)
+}
+
+/// Through the CLI on the full disk: `weft cp` fails with ENOSPC, `weft rm`
+/// of what it left works, `weft statfs` counts the shared disk once.
+fn check_cli_on_full_disk(cluster: &Cluster, c: &BlockingClient, disk: &Path) {
+    // More than the disk has left after the partial file of the fill was removed.
+    let local = tempfile::NamedTempFile::new().expect("local file");
+    std::fs::write(local.path(), content(7, 0, 24 * CHUNK_BYTES as usize)).expect("write local file");
+    let source = local.path().to_str().expect("utf-8 path");
+    let (copied, text) = weft(cluster, &["cp", source, "weft:/fill/cli-copy"]);
+    assert!(!copied, "cp onto a full disk succeeded: {text}");
+    assert!(text.to_lowercase().contains("no space left on device"), "cp on a full disk: {text}");
+    if c.stat("/fill/cli-copy").is_ok() {
+        let (removed, text) = weft(cluster, &["rm", "weft:/fill/cli-copy"]);
+        assert!(removed, "rm on a full disk: {text}");
+    }
+    let (listed, text) = weft(cluster, &["statfs"]);
+    assert!(listed, "statfs: {text}");
+    let total: u64 = text
+        .lines()
+        .find(|line| line.trim_start().starts_with("total"))
+        .and_then(|line| line.split_whitespace().nth(1))
+        .and_then(|field| field.parse().ok())
+        .unwrap_or_else(|| panic!("no total in statfs output: {text}"));
+    let (disk_total, _) = disk_space(disk);
+    assert_eq!(total, disk_total, "one disk under two servers counts once: {text}");
+}
+
+/// Total and available bytes of the file system at `path` (statvfs).
+fn disk_space(path: &Path) -> (u64, u64) {
+    let c_path = std::ffi::CString::new(path.to_str().expect("utf-8 path")).expect("no NUL");
+    // SAFETY: an all-zero statvfs is a valid value of this plain C struct.
+    let mut out: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c_path is NUL-terminated and out is a valid statvfs.
+    assert_eq!(unsafe { libc::statvfs(c_path.as_ptr(), &mut out) }, 0, "statvfs");
+    (out.f_blocks as u64 * out.f_frsize as u64, out.f_bavail as u64 * out.f_frsize as u64)
+}
+
 /// After freeing space: small namespace changes and a new file work.
 fn check_usable(c: &BlockingClient, cycle: u64) {
     c.mkdir(&format!("/small{cycle}"), 0o755).expect("mkdir after removal");
@@ -205,6 +253,9 @@ fn a_full_disk_answers_enospc_frees_space_on_remove_and_survives_kill_9() {
         c.chmod(&format!("/fill/f{first}"), 0o600).expect("setattr on a full disk");
         c.rename(&format!("/fill/f{first}"), &format!("/fill/g{first}")).expect("rename on a full disk");
         c.rename(&format!("/fill/g{first}"), &format!("/fill/f{first}")).expect("rename back");
+        if cycle == 0 {
+            check_cli_on_full_disk(&cluster, &c, &disk.path);
+        }
         if cycle % 2 == 1 {
             // kill -9 of both servers while the disk is full, then restart.
             cluster.kill(0);
