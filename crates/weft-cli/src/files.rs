@@ -237,9 +237,12 @@ pub fn stat(config: Option<PathBuf>, args: PathArgs) -> Result<(), String> {
 pub fn statfs(config: Option<PathBuf>) -> Result<(), String> {
     let s = session(config)?;
     let status = s.runtime.block_on(s.client.statfs()).map_err(|c| c.to_string())?;
-    println!("{:>6} {:>16} {:>16} {:>10}", "server", "bytes_total", "bytes_free", "objects");
+    // Servers with the same device share one file system; the total counts it once.
+    println!("{:>6} {:>16} {:>16} {:>10} {:>8}", "server", "bytes_total", "bytes_free", "objects", "device");
     for server in &status.servers {
-        println!("{:>6} {:>16} {:>16} {:>10}", server.server_id, server.bytes_total, server.bytes_free, server.objects);
+        let device = server.storage_device >> 32;
+        let (total, free, objects) = (server.bytes_total, server.bytes_free, server.objects);
+        println!("{:>6} {total:>16} {free:>16} {objects:>10} {device:>8x}", server.server_id);
     }
     println!("{:>6} {:>16} {:>16} {:>10}", "total", status.bytes_total, status.bytes_free, status.objects);
     Ok(())

@@ -101,16 +101,33 @@ pub struct Stat {
 }
 
 /// Space of the whole file system and of each server.
+///
+/// Servers whose storage shares one file system (same `storage_device`)
+/// count it once in the totals: its total, and its free bytes as the
+/// least any of them reports (the space a writer can still use there,
+/// net of every server's metadata reserve). Servers on file systems of
+/// their own add up.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FsStatus {
     /// Per server, in id order.
     pub servers: Vec<ServerStatus>,
-    /// Sum of total bytes.
+    /// Sum of total bytes, each file system once.
     pub bytes_total: u64,
-    /// Sum of free bytes.
+    /// Sum of free bytes, each file system once.
     pub bytes_free: u64,
     /// Sum of stored objects.
     pub objects: u64,
+}
+
+/// Total and free bytes over `servers`, each storage device once (see [`FsStatus`]).
+pub fn space_counting_each_device_once(servers: &[ServerStatus]) -> (u64, u64) {
+    let mut devices: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+    for server in servers {
+        let (total, free) = devices.entry(server.storage_device).or_insert((0, u64::MAX));
+        *total = (*total).max(server.bytes_total);
+        *free = (*free).min(server.bytes_free);
+    }
+    devices.values().fold((0, 0), |(total, free), (t, f)| (total + t, free + f))
 }
 
 impl Client {
@@ -284,12 +301,8 @@ impl Client {
     /// from its composed status table), or client-driven one per server.
     pub async fn statfs(&self) -> WeftResult<FsStatus> {
         let servers = if self.shared.client_driven { self.statfs_each().await? } else { self.statfs_one().await? };
-        Ok(FsStatus {
-            bytes_total: servers.iter().map(|s| s.bytes_total).sum(),
-            bytes_free: servers.iter().map(|s| s.bytes_free).sum(),
-            objects: servers.iter().map(|s| s.objects).sum(),
-            servers,
-        })
+        let (bytes_total, bytes_free) = space_counting_each_device_once(&servers);
+        Ok(FsStatus { bytes_total, bytes_free, objects: servers.iter().map(|s| s.objects).sum(), servers })
     }
 
     async fn statfs_one(&self) -> WeftResult<Vec<ServerStatus>> {
@@ -373,5 +386,22 @@ pub(crate) fn to_stat(attrs: Attributes, sizes: &BTreeMap<Handle, DatafileStat>)
         layout: attrs.layout,
         symlink_target: attrs.symlink_target,
         parent: attrs.parent,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(server_id: u32, storage_device: u64, bytes_total: u64, bytes_free: u64) -> ServerStatus {
+        ServerStatus { server_id, storage_device, bytes_total, bytes_free, ..Default::default() }
+    }
+
+    #[test]
+    fn a_shared_disk_counts_once_and_separate_disks_add_up() {
+        // Servers 0-2 share device 7 (rows taken a moment apart); server 3 has its own disk.
+        let servers = [row(0, 7, 100, 40), row(1, 7, 100, 38), row(2, 7, 100, 41), row(3, 9, 50, 10)];
+        assert_eq!(space_counting_each_device_once(&servers), (150, 48));
+        assert_eq!(space_counting_each_device_once(&[]), (0, 0));
     }
 }

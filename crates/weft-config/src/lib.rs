@@ -90,6 +90,14 @@ pub struct DurabilitySection {
     /// Most operations one group commit takes from the queue.
     #[serde(default = "default_commit_batch")]
     pub commit_batch_max: u32,
+    /// Space each server keeps allocated (real blocks) on its storage file
+    /// system for its metadata: half for the write-ahead log, half as
+    /// headroom behind the key/value store, so removes, truncates, renames
+    /// and setattrs still commit on a full disk (see ARCHITECTURE.md, "A
+    /// full disk"). Data writes and creates are refused with ENOSPC before
+    /// they would need it.
+    #[serde(default = "default_metadata_reserve")]
+    pub metadata_reserve_bytes: u64,
 }
 
 fn default_metadata_sync() -> MetadataSync {
@@ -100,9 +108,17 @@ fn default_commit_batch() -> u32 {
     512
 }
 
+fn default_metadata_reserve() -> u64 {
+    weft_proto::limits::METADATA_RESERVE_BYTES_DEFAULT
+}
+
 impl Default for DurabilitySection {
     fn default() -> Self {
-        DurabilitySection { metadata_sync: default_metadata_sync(), commit_batch_max: default_commit_batch() }
+        DurabilitySection {
+            metadata_sync: default_metadata_sync(),
+            commit_batch_max: default_commit_batch(),
+            metadata_reserve_bytes: default_metadata_reserve(),
+        }
     }
 }
 
@@ -349,6 +365,15 @@ impl Config {
         if !(1..=65_536).contains(&c.pool_batch) {
             return Err(("collectives.pool_batch".into(), "must be 1..=65536".into()));
         }
+        let reserve = self.durability.metadata_reserve_bytes;
+        let reserve_range =
+            weft_proto::limits::METADATA_RESERVE_BYTES_MIN..=weft_proto::limits::METADATA_RESERVE_BYTES_MAX;
+        if !reserve_range.contains(&reserve) {
+            return Err((
+                "durability.metadata_reserve_bytes".into(),
+                format!("must be {}..={}", reserve_range.start(), reserve_range.end()),
+            ));
+        }
         if self.threads.network == 0 || self.threads.io == 0 {
             return Err(("threads".into(), "thread counts must be at least 1".into()));
         }
@@ -553,6 +578,19 @@ mod tests {
         let bad = text.replace("status_grace_ms = 1000", "status_grace_ms = 300");
         let err = Config::parse(&bad, "x.toml").unwrap_err().to_string();
         assert!(err.contains("collectives.status_grace_ms"), "{err}");
+    }
+
+    #[test]
+    fn metadata_reserve_has_a_default_and_a_checked_range() {
+        let config = Config::parse(&sample(), "x.toml").unwrap();
+        assert_eq!(config.durability.metadata_reserve_bytes, weft_proto::limits::METADATA_RESERVE_BYTES_DEFAULT);
+        let default_line = format!("metadata_reserve_bytes = {}", weft_proto::limits::METADATA_RESERVE_BYTES_DEFAULT);
+        assert!(sample().contains(&default_line), "genconfig writes the reserve out");
+        let with = |bytes: u64| sample().replace(&default_line, &format!("metadata_reserve_bytes = {bytes}"));
+        let config = Config::parse(&with(8 << 20), "x.toml").unwrap();
+        assert_eq!(config.durability.metadata_reserve_bytes, 8 << 20);
+        let err = Config::parse(&with(1 << 20), "x.toml").unwrap_err().to_string();
+        assert!(err.contains("durability.metadata_reserve_bytes"), "{err}");
     }
 
     #[test]

@@ -98,6 +98,21 @@ pub const LIST_REGIONS_MAX: u32 = 65_536;
 /// datatype requests, [`HEADER_BYTES_MAX`] apply after it.
 pub const MPI_DATATYPE_PROGRAM_WORDS_MAX: u64 = 1 << 24;
 
+/// Default of `[durability] metadata_reserve_bytes`: the space a server
+/// keeps allocated for its write-ahead log (half) and as headroom behind its
+/// key/value store (half), so namespace changes that free space still commit
+/// on a full disk. 64 MiB of log is what a busy server appends between
+/// checkpoints; the same again lets the store grow by a few hundred thousand
+/// records' worth of removals and renames with no free block on the disk.
+pub const METADATA_RESERVE_BYTES_DEFAULT: u64 = 128 << 20;
+/// Smallest reserve: 2 MiB of log still holds many batches between checkpoints.
+pub const METADATA_RESERVE_BYTES_MIN: u64 = 4 << 20;
+/// Largest reserve (the log's record offsets are u64, but a bigger log only
+/// lengthens replay).
+pub const METADATA_RESERVE_BYTES_MAX: u64 = 1 << 36;
+
+const _: () = assert!(METADATA_RESERVE_BYTES_MIN <= METADATA_RESERVE_BYTES_DEFAULT);
+const _: () = assert!(METADATA_RESERVE_BYTES_DEFAULT <= METADATA_RESERVE_BYTES_MAX);
 const _: () = assert!(LIST_REGIONS_MAX as u64 * 20 + 1024 <= HEADER_BYTES_MAX as u64);
 const _: () = assert!(FRAME_PAYLOAD_BYTES_MAX >= CHUNK_BYTES_MAX);
 const _: () = assert!(HEADER_BYTES_MAX as usize >= READDIR_ENTRIES_MAX as usize * (NAME_BYTES_MAX + 64));

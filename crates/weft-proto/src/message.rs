@@ -182,6 +182,11 @@ pub struct ServerStatus {
     /// In a composed status table: no news from this server within the
     /// grace time (its other fields are the last known values).
     pub down: bool,
+    /// Which file system holds the server's storage: equal for servers
+    /// whose storage shares one file system (same machine, same device),
+    /// so statfs counts that file system once. A server with a capacity
+    /// limit has a device of its own.
+    pub storage_device: u64,
 }
 
 /// A request. The variant order is part of the wire format: append only.

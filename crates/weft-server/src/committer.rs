@@ -16,8 +16,19 @@
 //! without one; checkpoints make redb durable every `CHECKPOINT_INTERVAL`
 //! or when the log is full, and empty the log.
 //!
-//! After a failed commit the committer refuses every later operation with
-//! `Io`: the store's state is no longer known, and restart repairs it.
+//! A failed commit (typically ENOSPC from the store on a full disk) is
+//! answered with its code (`NoSpace`, else `Io`) for the whole batch, and
+//! the committer recovers at once, as a restart would: the batch's log
+//! record is taken back, the store is reopened (redb refuses everything
+//! after a failed write) and comes back at its last durable commit, and the
+//! log is replayed on top. If recovery fails too, the next batch retries it
+//! first; no restart is ever needed. With `metadata_sync = none` there is
+//! no log, so recovery loses the changes since the last durable commit
+//! (which a crash would lose as well).
+//!
+//! New objects (every id allocation) are refused with `NoSpace` while the
+//! store's headroom in the metadata reserve is short ([`crate::reserve`]),
+//! so a full disk still leaves room for the changes that free space.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -29,7 +40,8 @@ use weft_proto::handle::FIRST_OBJECT_ID;
 use weft_proto::message::ReplyResult;
 use weft_proto::{ErrorCode, Handle, WeftResult};
 
-use crate::store::{Store, Writer};
+use crate::reserve::Headroom;
+use crate::store::{storage_error, Store, Writer};
 use crate::wal::{Mutation, Wal};
 
 /// Object ids reserved per block.
@@ -43,6 +55,8 @@ const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(2);
 /// Hands out object ids from durably reserved blocks.
 pub struct IdAllocator {
     next: HashMap<u16, u64>,
+    /// Refuses new objects while the metadata reserve is short.
+    headroom: Arc<Headroom>,
 }
 
 fn reservation_key(target_id: u16) -> String {
@@ -50,13 +64,17 @@ fn reservation_key(target_id: u16) -> String {
 }
 
 impl IdAllocator {
-    fn new() -> IdAllocator {
-        IdAllocator { next: HashMap::new() }
+    fn new(headroom: Arc<Headroom>) -> IdAllocator {
+        IdAllocator { next: HashMap::new(), headroom }
     }
 
     /// Allocates a fresh handle on `target_id`, extending the durable
     /// reservation inside `writer`'s transaction when the block is used up.
+    /// `NoSpace` while the metadata reserve is short (the disk is full).
     pub fn allocate(&mut self, writer: &Writer<'_>, target_id: u16) -> WeftResult<Handle> {
+        if self.headroom.short() {
+            return Err(ErrorCode::NoSpace);
+        }
         let key = reservation_key(target_id);
         let reserved = writer.counter(&key)?.max(FIRST_OBJECT_ID);
         let next = *self.next.entry(target_id).or_insert(reserved);
@@ -84,18 +102,25 @@ pub struct Committer {
 }
 
 impl Committer {
-    /// Replays the write-ahead log in `dir`, then starts the committer thread.
-    pub fn start(store: Arc<Store>, dir: &std::path::Path, durable: bool, batch_max: u32) -> WeftResult<Committer> {
-        let (mut wal, batches) = Wal::open(dir)?;
-        recover(&store, &mut wal, batches)?;
+    /// Replays the write-ahead log in `dir` (allocating `wal_bytes` for
+    /// it), then starts the committer thread.
+    pub fn start(
+        store: Arc<Store>,
+        dir: &std::path::Path,
+        wal_bytes: u64,
+        durable: bool,
+        batch_max: u32,
+    ) -> WeftResult<Committer> {
+        let (mut wal, batches) = Wal::open(dir, wal_bytes)?;
+        replay(&store, &mut wal, batches)?;
         let persistence = if durable { Persistence::Logged(wal) } else { Persistence::Lazy };
         let state = State {
+            ids: IdAllocator::new(store.headroom().clone()),
             store,
-            ids: IdAllocator::new(),
             persistence,
             last_durable: Instant::now(),
             dirty: false,
-            failed: false,
+            broken: false,
         };
         let (queue, receiver) = mpsc::channel(8192);
         std::thread::Builder::new()
@@ -139,22 +164,23 @@ struct State {
     last_durable: Instant,
     /// Whether redb holds commits that are not durable in redb itself.
     dirty: bool,
-    failed: bool,
+    /// A commit failed and recovery has not yet succeeded.
+    broken: bool,
 }
 
 /// Replays the write-ahead log into redb, makes redb durable, empties the log.
-fn recover(store: &Store, wal: &mut Wal, batches: Vec<Vec<Mutation>>) -> WeftResult<()> {
+fn replay(store: &Store, wal: &mut Wal, batches: Vec<Vec<Mutation>>) -> WeftResult<()> {
     if !batches.is_empty() {
         let count: usize = batches.iter().map(Vec::len).sum();
         let mut txn = store.begin_write()?;
-        txn.set_durability(Durability::Immediate).map_err(|_| ErrorCode::Io)?;
+        txn.set_durability(Durability::Immediate).map_err(storage_error)?;
         {
             let writer = Writer::new(&txn);
             for mutation in batches.into_iter().flatten() {
                 writer.apply(mutation)?;
             }
         }
-        txn.commit().map_err(|_| ErrorCode::Io)?;
+        txn.commit().map_err(storage_error)?;
         tracing::info!("replayed {count} metadata changes from the write-ahead log");
     }
     wal.reset()
@@ -168,7 +194,10 @@ fn run(mut state: State, mut receiver: mpsc::Receiver<Job>, batch_max: usize) {
                 Ok(job) => Some(job),
                 Err(mpsc::error::TryRecvError::Empty) => {
                     // Lazy mode: make earlier commits durable while idle.
-                    let _ = state.checkpoint();
+                    if state.checkpoint().is_err() {
+                        // Not again until the next batch, which recovers first.
+                        state.dirty = false;
+                    }
                     continue;
                 }
                 Err(mpsc::error::TryRecvError::Disconnected) => None,
@@ -184,13 +213,16 @@ fn run(mut state: State, mut receiver: mpsc::Receiver<Job>, batch_max: usize) {
                 Err(_) => break,
             }
         }
-        if state.failed {
-            batch.into_iter().for_each(|job| drop(job.reply.send(Err(ErrorCode::Io))));
-            continue;
+        if state.broken {
+            if let Err(code) = state.recover() {
+                batch.into_iter().for_each(|job| drop(job.reply.send(Err(code))));
+                continue;
+            }
         }
-        if state.apply_batch(batch).is_err() {
-            state.failed = true;
-            tracing::error!("metadata commit failed; refusing further namespace changes until restart");
+        if let Err(code) = state.apply_batch(batch) {
+            tracing::warn!("metadata commit failed ({code}); reopening the store and replaying the log");
+            state.broken = true;
+            let _ = state.recover();
         }
     }
     if state.dirty {
@@ -201,9 +233,17 @@ fn run(mut state: State, mut receiver: mpsc::Receiver<Job>, batch_max: usize) {
 impl State {
     /// Makes redb durable and empties the log.
     fn checkpoint(&mut self) -> WeftResult<()> {
+        let outcome = self.checkpoint_once();
+        if outcome.is_err() {
+            self.broken = true;
+        }
+        outcome
+    }
+
+    fn checkpoint_once(&mut self) -> WeftResult<()> {
         let mut txn = self.store.begin_write()?;
-        txn.set_durability(Durability::Immediate).map_err(|_| ErrorCode::Io)?;
-        txn.commit().map_err(|_| ErrorCode::Io)?;
+        txn.set_durability(Durability::Immediate).map_err(storage_error)?;
+        txn.commit().map_err(storage_error)?;
         if let Persistence::Logged(wal) = &mut self.persistence {
             wal.reset()?;
         }
@@ -212,56 +252,66 @@ impl State {
         Ok(())
     }
 
-    fn apply_batch(&mut self, batch: Vec<Job>) -> Result<(), ()> {
+    /// After a failed commit: reopens the store (back at its last durable
+    /// commit) and replays the log on top, as a restart would.
+    fn recover(&mut self) -> WeftResult<()> {
+        self.store.reopen()?;
+        if let Persistence::Logged(wal) = &mut self.persistence {
+            let batches = wal.read_records()?;
+            replay(&self.store, wal, batches)?;
+        }
+        self.ids = IdAllocator::new(self.store.headroom().clone());
+        self.dirty = false;
+        self.last_durable = Instant::now();
+        self.broken = false;
+        tracing::info!("metadata store recovered after a failed commit");
+        Ok(())
+    }
+
+    /// Applies, persists and answers one batch. On `Err` every job of the
+    /// batch has been answered with that code and nothing of it is
+    /// durable; the caller recovers the store.
+    fn apply_batch(&mut self, batch: Vec<Job>) -> WeftResult<()> {
         let forced = batch.iter().any(|job| job.force_durable);
-        let mut txn = match self.store.begin_write() {
+        let txn = match self.store.begin_write() {
             Ok(txn) => txn,
             Err(code) => {
                 batch.into_iter().for_each(|job| drop(job.reply.send(Err(code))));
-                return Err(());
+                return Err(code);
             }
         };
         let mut results = Vec::with_capacity(batch.len());
-        let mut rollback_failed = false;
+        let mut rollback_failed = None;
         let mutations = {
             let writer = Writer::new(&txn);
             for job in batch {
                 let mark = writer.mark();
                 let mut result = (job.operation)(&writer, &mut self.ids);
-                if result.is_err() {
+                if let Err(failed) = result {
                     // A failed operation leaves nothing behind in the batch.
                     if let Err(code) = writer.rollback_to(mark) {
                         tracing::error!("rollback of a failed operation: {code}");
-                        result = Err(ErrorCode::Io);
-                        rollback_failed = true;
+                        result = Err(no_space_or_io(failed, code));
+                        rollback_failed = Some(no_space_or_io(failed, code));
                     }
                 }
                 results.push((job.reply, result));
             }
             writer.take_mutations()
         };
-        if rollback_failed {
+        if let Some(code) = rollback_failed {
             // Nothing of this batch may commit: drop the transaction.
             drop(txn);
-            self.ids = IdAllocator::new();
-            results.into_iter().for_each(|(reply, _)| drop(reply.send(Err(ErrorCode::Io))));
-            return Err(());
+            results.into_iter().for_each(|(reply, _)| drop(reply.send(Err(code))));
+            return Err(code);
         }
-        let outcome = self.persist(&mut txn, &mutations, forced).and_then(|durable_in_redb| {
-            txn.commit().map_err(|err| {
-                tracing::error!("commit: {err}");
-                ErrorCode::Io
-            })?;
-            Ok(durable_in_redb)
-        });
-        match outcome {
+        match self.persist_and_commit(txn, &mutations, forced) {
             Ok(durable_in_redb) => {
+                let mut outcome = Ok(());
                 if durable_in_redb {
+                    // The batch is durable in redb: its answers stand even if emptying the log fails.
                     if let Persistence::Logged(wal) = &mut self.persistence {
-                        if wal.reset().is_err() {
-                            results.into_iter().for_each(|(reply, _)| drop(reply.send(Err(ErrorCode::Io))));
-                            return Err(());
-                        }
+                        outcome = wal.reset();
                     }
                     self.dirty = false;
                     self.last_durable = Instant::now();
@@ -269,21 +319,27 @@ impl State {
                     self.dirty = true;
                 }
                 results.into_iter().for_each(|(reply, result)| drop(reply.send(result)));
-                Ok(())
+                outcome
             }
-            Err(_) => {
-                self.ids = IdAllocator::new();
-                results.into_iter().for_each(|(reply, _)| drop(reply.send(Err(ErrorCode::Io))));
-                Err(())
+            Err(code) => {
+                results.into_iter().for_each(|(reply, _)| drop(reply.send(Err(code))));
+                Err(code)
             }
         }
     }
 
-    /// Makes the batch durable before its transaction commits: through the
-    /// log, or by committing redb durably (a checkpoint). Returns whether
-    /// the commit will be durable in redb itself.
-    fn persist(&mut self, txn: &mut redb::WriteTransaction, mutations: &[Mutation], forced: bool) -> WeftResult<bool> {
+    /// Makes the batch durable (through the log, or by committing redb
+    /// durably: a checkpoint) and commits it. Returns whether the commit is
+    /// durable in redb itself. On `Err` the batch's log record has been
+    /// taken back.
+    fn persist_and_commit(
+        &mut self,
+        mut txn: redb::WriteTransaction,
+        mutations: &[Mutation],
+        forced: bool,
+    ) -> WeftResult<bool> {
         let due = self.last_durable.elapsed() >= CHECKPOINT_INTERVAL;
+        let mut appended_at = None;
         let durable_in_redb = match &mut self.persistence {
             Persistence::Lazy => forced || due,
             Persistence::Logged(wal) => {
@@ -291,7 +347,7 @@ impl State {
                 match payload {
                     Some(payload) if !(forced || due && self.dirty) && wal.has_room(payload.len() as u64) => {
                         if !payload.is_empty() {
-                            wal.append(&payload)?;
+                            appended_at = Some(wal.append(&payload)?);
                         }
                         false
                     }
@@ -300,7 +356,106 @@ impl State {
             }
         };
         let durability = if durable_in_redb { Durability::Immediate } else { Durability::None };
-        txn.set_durability(durability).map_err(|_| ErrorCode::Io)?;
+        let committed =
+            txn.set_durability(durability).map_err(storage_error).and_then(|()| txn.commit().map_err(storage_error));
+        if let Err(code) = committed {
+            if let (Some(start), Persistence::Logged(wal)) = (appended_at, &mut self.persistence) {
+                // The batch is answered with an error: a replay must not apply it.
+                wal.retract(start)?;
+            }
+            return Err(code);
+        }
         Ok(durable_in_redb)
+    }
+}
+
+/// The code a batch is answered with when an operation failed with
+/// `first` and its rollback with `then`: a full disk stays `NoSpace`.
+fn no_space_or_io(first: ErrorCode, then: ErrorCode) -> ErrorCode {
+    if first == ErrorCode::NoSpace || then == ErrorCode::NoSpace {
+        ErrorCode::NoSpace
+    } else {
+        ErrorCode::Io
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Before the reserve, a commit that failed on a full disk made the
+    //! committer refuse every later change until restart ("metadata commit
+    //! failed; refusing further namespace changes until restart").
+
+    use std::io::Write;
+    use std::process::Command;
+
+    use weft_proto::message::{ObjectKind, Reply};
+
+    use super::*;
+    use crate::store::ObjectRecord;
+
+    /// A tmpfs mounted for the test's lifetime (the tests run as root).
+    struct Tmpfs(tempfile::TempDir);
+
+    impl Tmpfs {
+        fn mount(size_bytes: u64) -> Tmpfs {
+            let dir = tempfile::tempdir().unwrap();
+            let status = Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={size_bytes}"), "tmpfs"])
+                .arg(dir.path())
+                .status()
+                .unwrap();
+            assert!(status.success(), "mount -t tmpfs failed (the test needs root)");
+            Tmpfs(dir)
+        }
+    }
+
+    impl Drop for Tmpfs {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(self.0.path()).status();
+        }
+    }
+
+    /// Stores a record of about `bytes` bytes under object id `id`.
+    fn put(id: u64, bytes: usize) -> Operation {
+        Box::new(move |w, _| {
+            let mut record = ObjectRecord::new(ObjectKind::Symlink, 0o777, 0, 0, 1);
+            record.symlink_target = Some("x".repeat(bytes));
+            w.put_object(Handle::new(0, id).expect("handle"), &record)?;
+            Ok(Reply::Done)
+        })
+    }
+
+    #[test]
+    fn a_commit_failing_on_a_full_disk_answers_no_space_and_the_next_one_commits() {
+        let disk = Tmpfs::mount(8 << 20);
+        let dir = disk.0.path();
+        // No headroom behind the store, so its commits can meet ENOSPC.
+        let store = Arc::new(Store::open(dir, 0).unwrap());
+        let committer = Committer::start(store.clone(), dir, 1 << 20, true, 8).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let mut filler = std::fs::File::create(dir.join("filler")).unwrap();
+        while filler.write_all(&[7u8; 64 << 10]).is_ok() {}
+        let mut acknowledged = Vec::new();
+        let mut failed = None;
+        for id in 10..2000 {
+            match runtime.block_on(committer.submit(put(id, 50_000))) {
+                Ok(_) => acknowledged.push(id),
+                Err(code) => {
+                    failed = Some((id, code));
+                    break;
+                }
+            }
+        }
+        let (failed_id, code) = failed.expect("the disk never filled");
+        assert_eq!(code, ErrorCode::NoSpace, "a full disk is ENOSPC, not EIO");
+        // Space comes back: the next change commits, no restart needed.
+        filler.set_len(0).unwrap();
+        runtime.block_on(committer.submit(put(1, 10))).expect("commit after space came back");
+        let reader = store.read().unwrap();
+        for id in acknowledged {
+            reader.object(Handle::new(0, id).unwrap()).expect("an acknowledged change survived recovery");
+        }
+        assert_eq!(reader.object(Handle::new(0, failed_id).unwrap()), Err(ErrorCode::Stale), "the failed change");
+        reader.object(Handle::new(0, 1).unwrap()).unwrap();
     }
 }

@@ -4,6 +4,8 @@
 //! local bytes goes through [`Datafiles`], which wraps a [`DatafileStore`]
 //! (the real one is [`crate::bytestream::Bytestreams`]; tests wrap it to
 //! inject faults) and adds what is policy rather than storage:
+//! - **the metadata reserve**: writes that would dip into it are refused
+//!   with `NoSpace` before they change anything ([`crate::reserve`]);
 //! - **capacity accounting**: with `capacity_bytes` configured, the bytes
 //!   the datafiles occupy are measured once per status period
 //!   ([`Datafiles::measure_used`]) and writes are refused with `NoSpace`
@@ -23,6 +25,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use weft_proto::{ErrorCode, Handle, WeftResult};
+
+use crate::reserve::Headroom;
 
 /// Datafile handles remembered as checked (8 bytes each, plus table overhead).
 pub const KNOWN_DATAFILES_MAX: usize = 65_536;
@@ -72,16 +76,24 @@ pub struct Datafiles {
     /// Bytes the datafiles occupied at the last measurement.
     used: Arc<AtomicU64>,
     known: Arc<Mutex<HashSet<Handle>>>,
+    /// Refuses writes that would dip into the metadata reserve.
+    headroom: Option<Arc<Headroom>>,
 }
 
 impl Datafiles {
     /// Wraps `store`; `capacity` limits the bytes its datafiles may occupy.
     pub fn new(store: Arc<dyn DatafileStore>, capacity: Option<u64>) -> WeftResult<Datafiles> {
-        let datafiles = Datafiles { store, capacity, used: Arc::default(), known: Arc::default() };
+        let datafiles = Datafiles { store, capacity, used: Arc::default(), known: Arc::default(), headroom: None };
         if capacity.is_some() {
             datafiles.measure_used()?;
         }
         Ok(datafiles)
+    }
+
+    /// Refuses writes while `headroom` (the store's part of the metadata
+    /// reserve) is short or the file system has less free space than a write.
+    pub fn with_headroom(self, headroom: Arc<Headroom>) -> Datafiles {
+        Datafiles { headroom: Some(headroom), ..self }
     }
 
     /// The configured capacity limit.
@@ -96,11 +108,18 @@ impl Datafiles {
         Ok(used)
     }
 
-    /// `NoSpace` while the last measured usage is at the capacity limit.
+    /// `NoSpace` while the last measured usage is at the capacity limit, or
+    /// when a write would dip into the metadata reserve.
     pub fn check_space(&self) -> WeftResult<()> {
-        match self.capacity {
-            Some(limit) if self.used.load(Ordering::Relaxed) >= limit => Err(ErrorCode::NoSpace),
-            _ => Ok(()),
+        self.check_space_for(1)
+    }
+
+    /// [`Datafiles::check_space`] for a write of `bytes`.
+    fn check_space_for(&self, bytes: u64) -> WeftResult<()> {
+        match (self.capacity, &self.headroom) {
+            (Some(limit), _) if self.used.load(Ordering::Relaxed) >= limit => Err(ErrorCode::NoSpace),
+            (_, Some(headroom)) => headroom.admit_write(bytes),
+            (_, None) => Ok(()),
         }
     }
 
@@ -116,7 +135,7 @@ impl Datafiles {
 
     /// Writes all of `data` at `offset` unless the server is at its capacity.
     pub fn write_at(&self, handle: Handle, offset: u64, data: &[u8]) -> WeftResult<()> {
-        self.check_space()?;
+        self.check_space_for(data.len() as u64)?;
         self.store.write_at(handle, offset, data)
     }
 

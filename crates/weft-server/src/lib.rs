@@ -7,6 +7,7 @@
 //! - [`nowait`]: page-cache-only reads (`RWF_NOWAIT`) that never block a runtime worker.
 //! - [`committer`]: the one writer of the store; group commit; object ids.
 //! - [`wal`]: the metadata write-ahead log that makes group commits durable.
+//! - [`reserve`]: the metadata reserve (real blocks for the log and the store's growth).
 //! - [`namespace`]: namespace changes applied inside the committer's transaction.
 //! - [`perm`]: mode-bit checks.
 //! - [`scheduler`]: per-datafile ordering (I/O shared, truncate/remove exclusive).
@@ -46,6 +47,7 @@ pub mod perm;
 pub mod pools;
 pub mod ranges;
 pub mod reclaim;
+pub mod reserve;
 pub mod scheduler;
 pub mod service;
 pub mod sessions;

@@ -74,11 +74,14 @@ impl Service {
         wrap: impl FnOnce(Arc<dyn DatafileStore>) -> Arc<dyn DatafileStore>,
     ) -> WeftResult<Arc<Service>> {
         let section = config.server(server_id).ok_or(ErrorCode::Invalid)?.clone();
-        let store = Arc::new(Store::open(&section.storage)?);
-        let bytestreams = Datafiles::new(wrap(Arc::new(Bytestreams::open(&section.storage)?)), section.capacity_bytes)?;
+        let reserve_half_bytes = config.durability.metadata_reserve_bytes / 2;
+        let store = Arc::new(Store::open(&section.storage, reserve_half_bytes)?);
+        let bytestreams = Datafiles::new(wrap(Arc::new(Bytestreams::open(&section.storage)?)), section.capacity_bytes)?
+            .with_headroom(store.headroom().clone());
         let durable = config.durability.metadata_sync == MetadataSync::Commit;
         let config_for_peers = config.clone();
-        let committer = Committer::start(store.clone(), &section.storage, durable, config.durability.commit_batch_max)?;
+        let batch_max = config.durability.commit_batch_max;
+        let committer = Committer::start(store.clone(), &section.storage, reserve_half_bytes, durable, batch_max)?;
         let service = Arc::new(Service {
             server_id,
             config,
@@ -317,6 +320,10 @@ impl Service {
                     .saturating_sub(r.handle_row_count(crate::store::HandleTable::Reserved, 0..u64::MAX)?))
             })
             .await?;
+        if self.store.headroom().short() {
+            bytes_free = 0; // Writes are refused until the metadata reserve is whole again.
+        }
+        let storage_device = crate::status::storage_device(&storage, self.bytestreams.capacity(), self.server_id);
         let targets = self.config.targets_of_server(self.server_id).len() as u64;
         Ok(ServerStatus {
             server_id: self.server_id,
@@ -326,12 +333,13 @@ impl Service {
             object_ids_free: (weft_proto::handle::OBJECT_ID_MAX * targets).saturating_sub(objects),
             uptime_s: self.started.elapsed().as_secs(),
             down: false,
+            storage_device,
         })
     }
 }
 
 /// Total and available bytes of the file system holding `path`.
-fn statvfs(path: &std::path::Path) -> WeftResult<(u64, u64)> {
+pub(crate) fn statvfs(path: &std::path::Path) -> WeftResult<(u64, u64)> {
     use std::os::unix::ffi::OsStrExt;
     let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| ErrorCode::Invalid)?;
     // SAFETY: statvfs is plain integers, for which all-zero bytes are valid.

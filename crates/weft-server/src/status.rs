@@ -13,6 +13,10 @@
 //! grace time (`status_grace_ms`, default 3 s; `WEFT_STATUS_GRACE_MS`
 //! overrides) is reported down, and
 //! up again as soon as a newer row arrives.
+//!
+//! Each row names the file system the server's storage lives on
+//! ([`storage_device`]), so statfs can count a disk that several servers
+//! share once.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -37,6 +41,24 @@ pub struct StatusTable {
     /// Time without news after which a server is reported down.
     pub grace: Duration,
     started: Instant,
+}
+
+/// The `storage_device` of a status row: a hash of this machine's boot id
+/// and the device number of `storage`, so servers on one machine whose
+/// storage shares a file system report the same value and servers on
+/// different machines (or file systems) different ones. A server with a
+/// capacity limit owns its share alone: its id goes into the hash.
+pub fn storage_device(storage: &std::path::Path, capacity: Option<u64>, server_id: u32) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let boot_id = std::fs::read("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let device = std::fs::metadata(storage).map(|meta| meta.dev()).unwrap_or(u64::MAX);
+    let own = capacity.map(|_| server_id as u64 + 1).unwrap_or(0);
+    // FNV-1a, 64 bit: stable across builds and processes (unlike std's hasher).
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in boot_id.iter().chain(&device.to_le_bytes()).chain(&own.to_le_bytes()) {
+        hash = (hash ^ *byte as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
 }
 
 /// `name` from the environment if set and valid, else `default` milliseconds.

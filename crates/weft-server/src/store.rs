@@ -7,6 +7,11 @@
 //! - `dirseq`: (directory handle, sequence) → name, the readdir order
 //! - `counters`: name → u64 (object-id reservations per target)
 //!
+//! The database lives on [`crate::reserve::StoreBackend`], which keeps the
+//! store's headroom of the metadata reserve allocated. After a failed
+//! write redb refuses everything ("previous I/O error"), so the committer
+//! [`Store::reopen`]s it and replays the write-ahead log.
+//!
 //! Reads run on any thread with their own read transaction. Writes run only
 //! inside the committer's write transaction ([`crate::committer`]), which
 //! also logs them to the write-ahead log ([`crate::wal`]); every
@@ -14,7 +19,8 @@
 //! so a failed operation leaves the shared transaction untouched.
 
 use std::cell::RefCell;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 
 use redb::{
     Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
@@ -24,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use weft_proto::message::{Attributes, DirEntry, FileLayout, ObjectKind, TimeNs};
 use weft_proto::{Distribution, ErrorCode, Handle, WeftResult};
 
+use crate::reserve::{Headroom, StoreBackend};
 use crate::wal::Mutation;
 
 /// Objects by handle.
@@ -231,21 +238,56 @@ pub fn kind_from_tag(tag: u8) -> WeftResult<ObjectKind> {
     }
 }
 
-fn storage_error<E: std::fmt::Display>(err: E) -> ErrorCode {
-    tracing::error!("key/value store: {err}");
-    ErrorCode::Io
+/// Maps a redb error to a code: a full file system is `NoSpace` (the
+/// caller may free space and retry), anything else `Io`.
+pub fn storage_error<E: Into<redb::Error>>(err: E) -> ErrorCode {
+    let err: redb::Error = err.into();
+    match &err {
+        redb::Error::Io(io) if ErrorCode::from_io(io) == ErrorCode::NoSpace => {
+            tracing::warn!("key/value store: {err}");
+            ErrorCode::NoSpace
+        }
+        _ => {
+            tracing::error!("key/value store: {err}");
+            ErrorCode::Io
+        }
+    }
 }
 
 /// The opened database.
 pub struct Store {
-    db: Database,
+    /// `None` only while [`Store::reopen`] runs.
+    db: RwLock<Option<Database>>,
+    dir: PathBuf,
+    headroom: Arc<Headroom>,
 }
 
 impl Store {
-    /// Opens (or creates) the database and its tables.
-    pub fn open(dir: &Path) -> WeftResult<Store> {
+    /// Opens (or creates) the database and its tables, keeping
+    /// `headroom_bytes` allocated behind it.
+    pub fn open(dir: &Path, headroom_bytes: u64) -> WeftResult<Store> {
         std::fs::create_dir_all(dir).map_err(|e| ErrorCode::from_io(&e))?;
-        let db = Database::create(dir.join("meta.redb")).map_err(storage_error)?;
+        let file = Self::open_file(dir)?;
+        let headroom =
+            Arc::new(Headroom::new(file.try_clone().map_err(|e| ErrorCode::from_io(&e))?, dir, headroom_bytes));
+        headroom.top_up();
+        let db = Self::open_database(file, &headroom)?;
+        Ok(Store { db: RwLock::new(Some(db)), dir: dir.to_path_buf(), headroom })
+    }
+
+    fn open_file(dir: &Path) -> WeftResult<std::fs::File> {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.join("meta.redb"))
+            .map_err(|e| ErrorCode::from_io(&e))
+    }
+
+    fn open_database(file: std::fs::File, headroom: &Arc<Headroom>) -> WeftResult<Database> {
+        let backend = StoreBackend::new(file, headroom.clone())?;
+        let db = Database::builder().create_with_backend(backend).map_err(storage_error)?;
         let txn = db.begin_write().map_err(storage_error)?;
         {
             txn.open_table(OBJECTS).map_err(storage_error)?;
@@ -263,17 +305,37 @@ impl Store {
             }
         }
         txn.commit().map_err(storage_error)?;
-        Ok(Store { db })
+        Ok(db)
+    }
+
+    /// Closes and opens the database again (committer only, with no write
+    /// transaction live): what redb asks for after a failed write. It comes
+    /// back at its last durable commit; the caller replays the log.
+    pub fn reopen(&self) -> WeftResult<()> {
+        let mut slot = self.db.write().expect("store lock");
+        // The old database must be closed (its file locks released) first.
+        drop(slot.take());
+        let file = Self::open_file(&self.dir)?;
+        *slot = Some(Self::open_database(file, &self.headroom)?);
+        Ok(())
+    }
+
+    /// The store's headroom in the metadata reserve.
+    pub fn headroom(&self) -> &Arc<Headroom> {
+        &self.headroom
     }
 
     /// Starts a read transaction.
     pub fn read(&self) -> WeftResult<Reader> {
-        Ok(Reader { txn: self.db.begin_read().map_err(storage_error)? })
+        let db = self.db.read().expect("store lock");
+        let db = db.as_ref().ok_or(ErrorCode::Busy)?;
+        Ok(Reader { txn: db.begin_read().map_err(storage_error)? })
     }
 
     /// Starts a write transaction (committer only).
     pub fn begin_write(&self) -> WeftResult<WriteTransaction> {
-        self.db.begin_write().map_err(storage_error)
+        let db = self.db.read().expect("store lock");
+        db.as_ref().ok_or(ErrorCode::Busy)?.begin_write().map_err(storage_error)
     }
 }
 
@@ -667,7 +729,7 @@ mod tests {
     #[test]
     fn rollback_restores_every_row_a_failed_operation_touched() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        let store = Store::open(dir.path(), 1 << 20).unwrap();
         let (a, b, d) = (Handle::new(0, 10).unwrap(), Handle::new(0, 11).unwrap(), Handle::new(0, 12).unwrap());
         let txn = store.begin_write().unwrap();
         {

@@ -9,8 +9,10 @@
 //! the log's records are replayed in order; mutations are idempotent puts
 //! and deletes, so replaying one that redb already has is harmless.
 //!
-//! File layout (`STORAGE/meta.wal`, preallocated so appends do not change
-//! the file size, which would make every `fdatasync` a journal commit):
+//! File layout (`STORAGE/meta.wal`, allocated whole with `fallocate` — half
+//! of the metadata reserve, [`crate::reserve`] — so appends neither change
+//! the file size, which would make every `fdatasync` a journal commit, nor
+//! need a free block on a full disk):
 //!
 //! ```text
 //! header  (16 bytes): magic "WEFTWAL1", generation u64
@@ -21,7 +23,10 @@
 //! A checkpoint bumps the generation in the header, so records left over
 //! from before it (stale bytes further on in the file) are never replayed.
 //! Replay stops at the first record that is empty, of another generation,
-//! or fails its checksum (a torn append at the moment of a crash).
+//! or fails its checksum (a torn append at the moment of a crash). A batch
+//! whose store commit fails after its append is taken back
+//! ([`Wal::retract`]: its length is zeroed), so a replay never applies a
+//! batch that was answered with an error.
 
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
@@ -34,8 +39,6 @@ use weft_proto::{ErrorCode, WeftResult};
 const MAGIC: &[u8; 8] = b"WEFTWAL1";
 const HEADER_BYTES: u64 = 16;
 const RECORD_HEADER_BYTES: u64 = 16;
-/// Preallocated size; a checkpoint happens before the log would outgrow it.
-pub const WAL_BYTES: u64 = 64 << 20;
 /// Largest record (one batch); bigger batches are checkpointed instead.
 pub const RECORD_BYTES_MAX: u64 = 16 << 20;
 
@@ -92,25 +95,28 @@ pub struct Wal {
     file: File,
     generation: u64,
     tail: u64,
+    /// The file's allocated size; a checkpoint happens before the log would outgrow it.
+    size_bytes: u64,
 }
 
 impl Wal {
-    /// Opens (creating and preallocating if needed) and returns the log
-    /// with the batches to replay, in order.
-    pub fn open(dir: &Path) -> WeftResult<(Wal, Vec<Vec<Mutation>>)> {
+    /// Opens (creating and allocating `size_bytes` of real blocks if
+    /// needed) and returns the log with the batches to replay, in order. A
+    /// log that is already larger keeps its size.
+    pub fn open(dir: &Path, size_bytes: u64) -> WeftResult<(Wal, Vec<Vec<Mutation>>)> {
         let path = dir.join("meta.wal");
         let file =
             OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io_error)?;
         let length = file.metadata().map_err(io_error)?.len();
-        if length < WAL_BYTES {
-            file.set_len(WAL_BYTES).map_err(io_error)?;
-        }
+        let size_bytes = size_bytes.max(length);
+        // Also fills the holes of a log from before the reserve (sparse set_len).
+        crate::reserve::allocate(&file, 0, size_bytes, false).map_err(io_error)?;
         let mut header = [0u8; HEADER_BYTES as usize];
         let generation = match file.read_exact_at(&mut header, 0) {
             Ok(()) if &header[..8] == MAGIC => u64::from_le_bytes(header[8..16].try_into().expect("8 bytes")),
             Ok(()) | Err(_) => 0,
         };
-        let mut wal = Wal { file, generation, tail: HEADER_BYTES };
+        let mut wal = Wal { file, generation, tail: HEADER_BYTES, size_bytes };
         if generation == 0 {
             wal.write_header(1)?;
             return Ok((wal, Vec::new()));
@@ -130,8 +136,9 @@ impl Wal {
         Ok(())
     }
 
-    /// Reads the valid records of the current generation and positions the tail after them.
-    fn read_records(&mut self) -> WeftResult<Vec<Vec<Mutation>>> {
+    /// Reads the valid records of the current generation and positions the
+    /// tail after them (at open, and to recover after a failed commit).
+    pub fn read_records(&mut self) -> WeftResult<Vec<Vec<Mutation>>> {
         let mut batches = Vec::new();
         let mut at = HEADER_BYTES;
         loop {
@@ -145,7 +152,7 @@ impl Wal {
             let generation = u64::from_le_bytes(head[4..12].try_into().expect("8"));
             let checksum = u32::from_le_bytes(head[12..16].try_into().expect("4"));
             let end = at + RECORD_HEADER_BYTES + length;
-            if length == 0 || generation != self.generation || length > RECORD_BYTES_MAX || end > WAL_BYTES {
+            if length == 0 || generation != self.generation || length > RECORD_BYTES_MAX || end > self.size_bytes {
                 break;
             }
             let mut payload = vec![0u8; length as usize];
@@ -167,7 +174,7 @@ impl Wal {
 
     /// Whether a batch of `bytes` still fits before a checkpoint is due.
     pub fn has_room(&self, bytes: u64) -> bool {
-        self.tail + RECORD_HEADER_BYTES + bytes + RECORD_HEADER_BYTES <= WAL_BYTES && bytes <= RECORD_BYTES_MAX
+        self.tail + RECORD_HEADER_BYTES + bytes + RECORD_HEADER_BYTES <= self.size_bytes && bytes <= RECORD_BYTES_MAX
     }
 
     /// Bytes of records since the last checkpoint.
@@ -181,8 +188,10 @@ impl Wal {
         (payload.len() as u64 <= RECORD_BYTES_MAX).then_some(payload)
     }
 
-    /// Appends one encoded batch and makes it durable.
-    pub fn append(&mut self, payload: &[u8]) -> WeftResult<()> {
+    /// Appends one encoded batch and makes it durable. Returns where the
+    /// record starts (for [`Wal::retract`]).
+    pub fn append(&mut self, payload: &[u8]) -> WeftResult<u64> {
+        let start = self.tail;
         let mut record =
             Vec::with_capacity(RECORD_HEADER_BYTES as usize + payload.len() + RECORD_HEADER_BYTES as usize);
         record.extend_from_slice(&(payload.len() as u32).to_le_bytes());
@@ -194,6 +203,15 @@ impl Wal {
         self.file.write_all_at(&record, self.tail).map_err(io_error)?;
         self.file.sync_data().map_err(io_error)?;
         self.tail += RECORD_HEADER_BYTES + payload.len() as u64;
+        Ok(start)
+    }
+
+    /// Takes back the last record, which starts at `start`: its length is
+    /// zeroed (the end mark), durably.
+    pub fn retract(&mut self, start: u64) -> WeftResult<()> {
+        self.file.write_all_at(&[0u8; RECORD_HEADER_BYTES as usize], start).map_err(io_error)?;
+        self.file.sync_data().map_err(io_error)?;
+        self.tail = start;
         Ok(())
     }
 
@@ -221,30 +239,46 @@ mod tests {
     #[test]
     fn records_survive_reopen_until_reset() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut wal, replay) = Wal::open(dir.path()).unwrap();
+        let (mut wal, replay) = Wal::open(dir.path(), 1 << 20).unwrap();
         assert!(replay.is_empty());
         for n in 0..5 {
             wal.append(&Wal::encode(&batch(n)).unwrap()).unwrap();
         }
         drop(wal);
-        let (mut wal, replay) = Wal::open(dir.path()).unwrap();
+        let (mut wal, replay) = Wal::open(dir.path(), 1 << 20).unwrap();
         assert_eq!(replay, (0..5).map(batch).collect::<Vec<_>>());
         wal.append(&Wal::encode(&batch(9)).unwrap()).unwrap();
         drop(wal);
-        let (mut wal, replay) = Wal::open(dir.path()).unwrap();
+        let (mut wal, replay) = Wal::open(dir.path(), 1 << 20).unwrap();
         assert_eq!(replay.len(), 6);
         wal.reset().unwrap();
         wal.append(&Wal::encode(&batch(1)).unwrap()).unwrap();
         drop(wal);
         // Stale records of the old generation further on are not replayed.
-        let (_, replay) = Wal::open(dir.path()).unwrap();
+        let (_, replay) = Wal::open(dir.path(), 1 << 20).unwrap();
         assert_eq!(replay, vec![batch(1)]);
+    }
+
+    #[test]
+    fn a_retracted_record_is_not_replayed_and_the_log_is_allocated() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (mut wal, _) = Wal::open(dir.path(), 1 << 20).unwrap();
+        let meta = std::fs::metadata(dir.path().join("meta.wal")).unwrap();
+        assert!(meta.blocks() * 512 >= 1 << 20, "real blocks, not a sparse length: {}", meta.blocks());
+        wal.append(&Wal::encode(&batch(1)).unwrap()).unwrap();
+        let start = wal.append(&Wal::encode(&batch(2)).unwrap()).unwrap();
+        wal.retract(start).unwrap();
+        wal.append(&Wal::encode(&batch(3)).unwrap()).unwrap();
+        drop(wal);
+        let (_, replay) = Wal::open(dir.path(), 1 << 20).unwrap();
+        assert_eq!(replay, vec![batch(1), batch(3)]);
     }
 
     #[test]
     fn torn_record_ends_replay() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut wal, _) = Wal::open(dir.path()).unwrap();
+        let (mut wal, _) = Wal::open(dir.path(), 1 << 20).unwrap();
         wal.append(&Wal::encode(&batch(1)).unwrap()).unwrap();
         let torn_at = wal.tail;
         wal.append(&Wal::encode(&batch(2)).unwrap()).unwrap();
@@ -252,7 +286,7 @@ mod tests {
         // Corrupt one payload byte of the second record.
         let file = OpenOptions::new().write(true).open(dir.path().join("meta.wal")).unwrap();
         file.write_all_at(&[0xff], torn_at + RECORD_HEADER_BYTES + 2).unwrap();
-        let (wal, replay) = Wal::open(dir.path()).unwrap();
+        let (wal, replay) = Wal::open(dir.path(), 1 << 20).unwrap();
         assert_eq!(replay, vec![batch(1)]);
         assert_eq!(wal.tail, torn_at);
     }

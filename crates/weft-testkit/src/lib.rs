@@ -63,11 +63,20 @@ pub struct ClusterOptions {
     /// Edits the generated configuration before the servers start (for
     /// example per-server capacity limits or `[collectives]` settings).
     pub tune: Option<fn(&mut Config)>,
+    /// Where the servers' storage directories go (`DIR/server-N`), for
+    /// example a size-limited mount; default: the cluster's temporary directory.
+    pub storage_root: Option<PathBuf>,
 }
 
 impl Default for ClusterOptions {
     fn default() -> Self {
-        ClusterOptions { servers: 4, metadata_sync: MetadataSync::Commit, strip_bytes: 64 * 1024, tune: None }
+        ClusterOptions {
+            servers: 4,
+            metadata_sync: MetadataSync::Commit,
+            strip_bytes: 64 * 1024,
+            tune: None,
+            storage_root: None,
+        }
     }
 }
 
@@ -95,7 +104,7 @@ impl Cluster {
             servers: options.servers,
             host: random_loopback(),
             base_port: 7100,
-            root: dir.path().to_path_buf(),
+            root: options.storage_root.clone().unwrap_or_else(|| dir.path().to_path_buf()),
             metadata_sync: options.metadata_sync,
         });
         config.distribution.strip_bytes = options.strip_bytes;
