@@ -193,8 +193,20 @@ mod tests {
                 _ => self.inner.write_at(handle, offset, data),
             }
         }
+        fn try_write_at(&self, handle: Handle, offset: u64, data: &[u8]) -> Option<WeftResult<()>> {
+            match self.armed.load(Ordering::SeqCst) {
+                ARMED_NONE => self.inner.try_write_at(handle, offset, data),
+                _ => Some(self.write_at(handle, offset, data)),
+            }
+        }
         fn stat(&self, handle: Handle) -> WeftResult<(u64, i64)> {
             self.inner.stat(handle)
+        }
+        fn try_stat(&self, handle: Handle) -> Option<WeftResult<(u64, i64)>> {
+            self.inner.try_stat(handle)
+        }
+        fn try_read_at(&self, handle: Handle, offset: u64, buf: &mut [u8]) -> WeftResult<Option<usize>> {
+            self.inner.try_read_at(handle, offset, buf)
         }
         fn set_len(&self, handle: Handle, size: u64) -> WeftResult<()> {
             self.inner.set_len(handle, size)
