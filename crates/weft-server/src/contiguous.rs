@@ -64,11 +64,7 @@ pub async fn write(service: &Arc<Service>, link: &mut Link, handle: Handle, offs
         local_size = store_chunk(service, handle, offset + stream_offset, payload, last).await?;
         link.grant_credit().await;
     }
-    let local_size = match local_size {
-        Some(size) => size,
-        None => local_size_of(service, handle).await?,
-    };
-    Ok(Reply::Io { bytes: length, local_size })
+    io_reply(service, handle, length, local_size).await
 }
 
 /// Writes one chunk, inline if small and the datafile is open, else on
@@ -149,11 +145,17 @@ pub async fn read(service: &Arc<Service>, link: &Link, handle: Handle, offset: u
             break;
         }
     }
+    io_reply(service, handle, done, local_size).await
+}
+
+/// A data request's reply: `bytes` moved and the datafile's local size
+/// (asked now if no chunk brought it back).
+async fn io_reply(service: &Arc<Service>, handle: Handle, bytes: u64, local_size: Option<u64>) -> ReplyResult {
     let local_size = match local_size {
         Some(size) => size,
         None => local_size_of(service, handle).await?,
     };
-    Ok(Reply::Io { bytes: done, local_size })
+    Ok(Reply::Io { bytes, local_size })
 }
 
 /// Reads one chunk: from the page cache inline if it is all there, else
