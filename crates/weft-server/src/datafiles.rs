@@ -152,7 +152,7 @@ impl Datafiles {
 
     /// See [`DatafileStore::try_write_at`] (refused with `NoSpace` at the capacity limit).
     pub fn try_write_at(&self, handle: Handle, offset: u64, data: &[u8]) -> Option<WeftResult<()>> {
-        if let Err(code) = self.check_space() {
+        if let Err(code) = self.check_space_for(data.len() as u64) {
             return Some(Err(code));
         }
         self.store.try_write_at(handle, offset, data)
