@@ -130,6 +130,16 @@ impl DatafileStore for Bytestreams {
         file.write_all_at(data, offset).map_err(io_error)
     }
 
+    fn try_write_at(&self, handle: Handle, offset: u64, data: &[u8]) -> Option<WeftResult<()>> {
+        let file = self.descriptors.get(handle)?;
+        Some(file.write_all_at(data, offset).map_err(io_error))
+    }
+
+    fn try_stat(&self, handle: Handle) -> Option<WeftResult<(u64, i64)>> {
+        let file = self.descriptors.get(handle)?;
+        Some(file.metadata().map(|meta| (meta.len(), mtime_ns(&meta))).map_err(io_error))
+    }
+
     fn stat(&self, handle: Handle) -> WeftResult<(u64, i64)> {
         let meta = match self.descriptors.get(handle) {
             Some(file) => file.metadata(),
@@ -279,6 +289,21 @@ mod tests {
     }
 
     #[test]
+    fn nowait_reads_serve_cached_pages_only_from_open_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Bytestreams::open(dir.path()).unwrap();
+        let h = Handle(9);
+        let mut buf = [0u8; 8192];
+        assert_eq!(store.try_read_at(h, 0, &mut buf).unwrap(), None, "never opened: the pool opens it");
+        store.write_at(h, 0, &[5u8; 6000]).unwrap();
+        // Just written, so in the page cache: served whole, short at end of file.
+        assert_eq!(store.try_read_at(h, 0, &mut buf).unwrap(), Some(6000));
+        assert!(buf[..6000].iter().all(|b| *b == 5));
+        assert_eq!(store.try_read_at(h, 1 << 20, &mut buf).unwrap(), Some(0));
+        assert_eq!(store.try_stat(h).unwrap().unwrap().0, 6000);
+    }
+
+    #[test]
     fn remove_and_truncate_see_through_the_cache() {
         let dir = tempfile::tempdir().unwrap();
         let store = Bytestreams::open(dir.path()).unwrap();
@@ -296,6 +321,6 @@ mod tests {
         // Written again after removal: a new file, not the unlinked one.
         store.write_at(h, 0, b"again").unwrap();
         assert_eq!(std::fs::read(store.path(h)).unwrap(), b"again");
-        assert_eq!(store.used_bytes().unwrap() > 0, true);
+        assert!(store.used_bytes().unwrap() > 0);
     }
 }

@@ -6,6 +6,14 @@
 //! grants the peer one credit per chunk stored; a read streams data frames.
 //! The reply carries the datafile's local size, fetched with the last (or a
 //! short) chunk so it costs no extra trip to the blocking pool.
+//!
+//! Where the I/O runs (measured; see ARCHITECTURE.md, design decisions):
+//! a read first tries the page cache inline on the runtime worker
+//! (`preadv2` with `RWF_NOWAIT` on the cached descriptor, which never waits
+//! for the disk) and goes to the blocking pool only on a miss; a write of
+//! at most [`INLINE_WRITE_BYTES_MAX`] to an open datafile, with its byte
+//! range free of sieving writes, is done inline too; everything else runs
+//! on the blocking pool.
 
 use std::sync::Arc;
 
@@ -14,7 +22,26 @@ use weft_proto::message::{Reply, ReplyResult};
 use weft_proto::{ErrorCode, Handle, WeftResult};
 
 use crate::link::Link;
+use crate::ranges::RangeMode;
 use crate::service::Service;
+
+/// Largest write done inline on the runtime worker when the datafile is
+/// already open (see ARCHITECTURE.md, design decisions: measured).
+/// `WEFT_INLINE_WRITE_BYTES` overrides it (0 = every write on the pool).
+pub const INLINE_WRITE_BYTES_MAX: usize = 64 << 10;
+
+/// Whether reads try the page cache inline first (`WEFT_INLINE_READ=0` turns it off).
+fn inline_read() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("WEFT_INLINE_READ").map(|v| v != "0").unwrap_or(true))
+}
+
+fn inline_write_bytes_max() -> usize {
+    static MAX: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *MAX.get_or_init(|| {
+        std::env::var("WEFT_INLINE_WRITE_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(INLINE_WRITE_BYTES_MAX)
+    })
+}
 
 /// Serves `Write`: stores `length` uploaded bytes at `offset`.
 pub async fn write(service: &Arc<Service>, link: &mut Link, handle: Handle, offset: u64, length: u64) -> ReplyResult {
@@ -37,16 +64,13 @@ pub async fn write(service: &Arc<Service>, link: &mut Link, handle: Handle, offs
         local_size = store_chunk(service, handle, offset + stream_offset, payload, last).await?;
         link.grant_credit().await;
     }
-    let local_size = match local_size {
-        Some(size) => size,
-        None => local_size_of(service, handle).await?,
-    };
-    Ok(Reply::Io { bytes: length, local_size })
+    io_reply(service, handle, length, local_size).await
 }
 
-/// Writes one chunk on the blocking pool; with `then_size`, also returns
-/// the datafile's local size in the same hand-off (the last chunk of a
-/// request, saving the reply its own trip to the pool).
+/// Writes one chunk, inline if small and the datafile is open, else on
+/// the blocking pool; with `then_size`, also returns the datafile's local
+/// size in the same step (the last chunk of a request, saving the reply
+/// its own trip to the pool).
 async fn store_chunk(
     service: &Arc<Service>,
     handle: Handle,
@@ -54,11 +78,23 @@ async fn store_chunk(
     payload: Vec<u8>,
     then_size: bool,
 ) -> WeftResult<Option<u64>> {
+    let end = offset.saturating_add(payload.len() as u64);
+    if payload.len() <= inline_write_bytes_max() {
+        // Shared: excludes only overlapping sieving read-modify-writes (see
+        // crate::ranges); one in progress sends this write to the pool.
+        let stored = match service.ranges.try_lock(handle, offset, end, RangeMode::Shared) {
+            Some(_range) => service.bytestreams.try_write_at(handle, offset, &payload),
+            None => None,
+        };
+        if let Some(stored) = stored {
+            service.counters.syscalls(1);
+            stored?;
+            return if then_size { Ok(Some(size_now(service, handle).await?)) } else { Ok(None) };
+        }
+    }
     let service = service.clone();
     tokio::task::spawn_blocking(move || {
-        // Shared: excludes only overlapping sieving read-modify-writes (see crate::ranges).
-        let end = offset.saturating_add(payload.len() as u64);
-        let _range = service.ranges.lock(handle, offset, end, crate::ranges::RangeMode::Shared);
+        let _range = service.ranges.lock(handle, offset, end, RangeMode::Shared);
         service.counters.syscalls(1);
         service.bytestreams.write_at(handle, offset, &payload)?;
         if then_size {
@@ -69,6 +105,14 @@ async fn store_chunk(
     })
     .await
     .map_err(|_| ErrorCode::Io)?
+}
+
+/// The local size: inline from the open descriptor, else from the pool.
+async fn size_now(service: &Arc<Service>, handle: Handle) -> WeftResult<u64> {
+    match service.bytestreams.try_stat(handle) {
+        Some(stat) => Ok(stat?.0),
+        None => local_size_of(service, handle).await,
+    }
 }
 
 /// The datafile's local size (one trip to the blocking pool).
@@ -89,21 +133,8 @@ pub async fn read(service: &Arc<Service>, link: &Link, handle: Handle, offset: u
     let mut local_size = None;
     while done < length {
         let want = (length - done).min(CHUNK_BYTES_MAX as u64) as usize;
-        let service = service.clone();
-        let at = offset + done;
         let last = done + want as u64 == length;
-        // The local size comes with the last (or a short) chunk, in the
-        // same trip to the blocking pool.
-        let (chunk, size) = tokio::task::spawn_blocking(move || {
-            let mut buf = vec![0u8; want];
-            service.counters.syscalls(1);
-            let n = service.bytestreams.read_at(handle, at, &mut buf)?;
-            buf.truncate(n);
-            let size = if last || n < want { Some(service.bytestreams.stat(handle)?.0) } else { None };
-            Ok::<_, ErrorCode>((buf, size))
-        })
-        .await
-        .map_err(|_| ErrorCode::Io)??;
+        let (chunk, size) = read_chunk(service, handle, offset + done, want, last).await?;
         local_size = size;
         let got = chunk.len();
         if got > 0 {
@@ -114,11 +145,48 @@ pub async fn read(service: &Arc<Service>, link: &Link, handle: Handle, offset: u
             break;
         }
     }
+    io_reply(service, handle, done, local_size).await
+}
+
+/// A data request's reply: `bytes` moved and the datafile's local size
+/// (asked now if no chunk brought it back).
+async fn io_reply(service: &Arc<Service>, handle: Handle, bytes: u64, local_size: Option<u64>) -> ReplyResult {
     let local_size = match local_size {
         Some(size) => size,
         None => local_size_of(service, handle).await?,
     };
-    Ok(Reply::Io { bytes: done, local_size })
+    Ok(Reply::Io { bytes, local_size })
+}
+
+/// Reads one chunk: from the page cache inline if it is all there, else
+/// on the blocking pool. The local size comes with the last (or a short)
+/// chunk, in the same step.
+async fn read_chunk(
+    service: &Arc<Service>,
+    handle: Handle,
+    at: u64,
+    want: usize,
+    last: bool,
+) -> WeftResult<(Vec<u8>, Option<u64>)> {
+    let mut buf = vec![0u8; want];
+    if inline_read() {
+        if let Some(n) = service.bytestreams.try_read_at(handle, at, &mut buf)? {
+            service.counters.syscalls(1);
+            buf.truncate(n);
+            let size = if last || n < want { Some(size_now(service, handle).await?) } else { None };
+            return Ok((buf, size));
+        }
+    }
+    let service = service.clone();
+    tokio::task::spawn_blocking(move || {
+        service.counters.syscalls(1);
+        let n = service.bytestreams.read_at(handle, at, &mut buf)?;
+        buf.truncate(n);
+        let size = if last || n < want { Some(service.bytestreams.stat(handle)?.0) } else { None };
+        Ok::<_, ErrorCode>((buf, size))
+    })
+    .await
+    .map_err(|_| ErrorCode::Io)?
 }
 
 fn check_range(offset: u64, length: u64) -> WeftResult<()> {

@@ -45,7 +45,7 @@ pub const KNOWN_DATAFILES_MAX: usize = 65_536;
 ///   disk, or returns `Ok(None)` when it would have to;
 /// - the size is the highest byte written or the last `set_len`.
 ///
-/// All methods but `try_read_at` may block; call them on the blocking pool.
+/// All methods but the `try_` ones may block; call them on the blocking pool.
 pub trait DatafileStore: Send + Sync + 'static {
     /// Reads up to `buf.len()` bytes at `offset`; returns the bytes read.
     fn read_at(&self, handle: Handle, offset: u64, buf: &mut [u8]) -> WeftResult<usize>;
@@ -55,8 +55,19 @@ pub trait DatafileStore: Send + Sync + 'static {
     }
     /// Writes all of `data` at `offset`, creating the datafile's bytes on first write.
     fn write_at(&self, handle: Handle, offset: u64, data: &[u8]) -> WeftResult<()>;
+    /// As `write_at`, but only if that needs no open or create (which may
+    /// wait for a directory lookup on disk); `None` otherwise. The write
+    /// itself may still wait in the kernel (a partial page not in memory,
+    /// dirty-page throttling), so callers bound its size.
+    fn try_write_at(&self, _handle: Handle, _offset: u64, _data: &[u8]) -> Option<WeftResult<()>> {
+        None
+    }
     /// Size and mtime (ns); (0, 0) if never written.
     fn stat(&self, handle: Handle) -> WeftResult<(u64, i64)>;
+    /// As `stat`, but only if known without waiting (an open descriptor); `None` otherwise.
+    fn try_stat(&self, _handle: Handle) -> Option<WeftResult<(u64, i64)>> {
+        None
+    }
     /// Sets the size (truncate, or extend with a hole).
     fn set_len(&self, handle: Handle, size: u64) -> WeftResult<()>;
     /// Makes the datafile's bytes durable.
@@ -137,6 +148,19 @@ impl Datafiles {
     pub fn write_at(&self, handle: Handle, offset: u64, data: &[u8]) -> WeftResult<()> {
         self.check_space_for(data.len() as u64)?;
         self.store.write_at(handle, offset, data)
+    }
+
+    /// See [`DatafileStore::try_write_at`] (refused with `NoSpace` at the capacity limit).
+    pub fn try_write_at(&self, handle: Handle, offset: u64, data: &[u8]) -> Option<WeftResult<()>> {
+        if let Err(code) = self.check_space_for(data.len() as u64) {
+            return Some(Err(code));
+        }
+        self.store.try_write_at(handle, offset, data)
+    }
+
+    /// See [`DatafileStore::try_stat`].
+    pub fn try_stat(&self, handle: Handle) -> Option<WeftResult<(u64, i64)>> {
+        self.store.try_stat(handle)
     }
 
     /// Size and mtime (ns) of a datafile; (0, 0) if never written.

@@ -193,8 +193,20 @@ mod tests {
                 _ => self.inner.write_at(handle, offset, data),
             }
         }
+        fn try_write_at(&self, handle: Handle, offset: u64, data: &[u8]) -> Option<WeftResult<()>> {
+            match self.armed.load(Ordering::SeqCst) {
+                ARMED_NONE => self.inner.try_write_at(handle, offset, data),
+                _ => Some(self.write_at(handle, offset, data)),
+            }
+        }
         fn stat(&self, handle: Handle) -> WeftResult<(u64, i64)> {
             self.inner.stat(handle)
+        }
+        fn try_stat(&self, handle: Handle) -> Option<WeftResult<(u64, i64)>> {
+            self.inner.try_stat(handle)
+        }
+        fn try_read_at(&self, handle: Handle, offset: u64, buf: &mut [u8]) -> WeftResult<Option<usize>> {
+            self.inner.try_read_at(handle, offset, buf)
         }
         fn set_len(&self, handle: Handle, size: u64) -> WeftResult<()> {
             self.inner.set_len(handle, size)
@@ -250,6 +262,13 @@ mod tests {
         (reply, data)
     }
 
+    async fn create_datafile(service: &Arc<Service>) -> Handle {
+        let cred = Credentials { uid: 0, gid: 0, groups: Vec::new() };
+        let create = Request::CreateObject { cred, target_id: 0, mode: 0o644, object: NewObject::Datafile };
+        let Ok(Reply::Handle(datafile)) = run(service, create, None).await.0 else { panic!("create") };
+        datafile
+    }
+
     fn write(handle: Handle, offset: u64, length: u64) -> Request {
         Request::Write { handle, offset, length }
     }
@@ -257,9 +276,7 @@ mod tests {
     #[tokio::test]
     async fn failed_writes_surface_their_code_and_break_nothing() {
         let h = harness().await;
-        let cred = Credentials { uid: 0, gid: 0, groups: Vec::new() };
-        let create = Request::CreateObject { cred, target_id: 0, mode: 0o644, object: NewObject::Datafile };
-        let Ok(Reply::Handle(datafile)) = run(&h.service, create, None).await.0 else { panic!("create") };
+        let datafile = create_datafile(&h.service).await;
         let first = vec![7u8; 4096];
         let (reply, _) = run(&h.service, write(datafile, 0, 4096), Some(first.clone())).await;
         assert_eq!(reply, Ok(Reply::Io { bytes: 4096, local_size: 4096 }));
@@ -288,9 +305,7 @@ mod tests {
     #[tokio::test]
     async fn removed_datafile_is_forgotten() {
         let h = harness().await;
-        let cred = Credentials { uid: 0, gid: 0, groups: Vec::new() };
-        let create = Request::CreateObject { cred, target_id: 0, mode: 0o644, object: NewObject::Datafile };
-        let Ok(Reply::Handle(datafile)) = run(&h.service, create, None).await.0 else { panic!("create") };
+        let datafile = create_datafile(&h.service).await;
         let (reply, _) = run(&h.service, write(datafile, 0, 4), Some(vec![1u8; 4])).await;
         assert!(reply.is_ok());
         assert!(h.service.bytestreams.is_known(datafile));

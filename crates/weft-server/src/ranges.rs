@@ -12,8 +12,8 @@
 //!
 //! Laws (checked against brute force in the tests): two held ranges of the
 //! same datafile overlap only if both are shared. Each holder holds one range
-//! at a time, so waiting cannot deadlock. Callers block, so use it only on
-//! the blocking pool.
+//! at a time, so waiting cannot deadlock. `lock` blocks, so use it only on
+//! the blocking pool; `try_lock` never waits.
 
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex};
@@ -77,6 +77,19 @@ impl RangeLocks {
         let id = table.next_id;
         table.held.entry(handle).or_default().push(Held { id, start, end, mode });
         RangeGuard { locks: self, handle, id }
+    }
+
+    /// Holds `[start, end)` of `handle` in `mode` if that needs no wait;
+    /// `None` otherwise. Never blocks, so the runtime's workers may use it.
+    pub fn try_lock(&self, handle: Handle, start: u64, end: u64, mode: RangeMode) -> Option<RangeGuard<'_>> {
+        let mut table = self.table.lock().expect("range table lock");
+        if table.held.get(&handle).is_some_and(|held| held.iter().any(|h| conflicts(h, start, end, mode))) {
+            return None;
+        }
+        table.next_id += 1;
+        let id = table.next_id;
+        table.held.entry(handle).or_default().push(Held { id, start, end, mode });
+        Some(RangeGuard { locks: self, handle, id })
     }
 
     /// Datafiles with held ranges (for tests).
