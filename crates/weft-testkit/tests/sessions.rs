@@ -96,9 +96,9 @@ fn sessions_expire_after_an_unused_lease_and_keep_alive_keeps_them() {
 
     // Leases are clamped to the server's limits.
     let tiny = client.session_open(file.handle, Duration::from_millis(1)).unwrap();
-    assert_eq!(tiny.lease, Duration::from_millis(weft_proto::session::LEASE_MS_MIN as u64));
+    assert_eq!(tiny.lease, Duration::from_millis(weft_proto::limits::LEASE_MS_MIN as u64));
     let huge = client.session_open(file.handle, Duration::from_secs(100_000)).unwrap();
-    assert_eq!(huge.lease, Duration::from_millis(weft_proto::session::LEASE_MS_MAX as u64));
+    assert_eq!(huge.lease, Duration::from_millis(weft_proto::limits::LEASE_MS_MAX as u64));
 }
 
 #[test]
