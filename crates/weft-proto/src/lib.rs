@@ -2,6 +2,7 @@
 //!
 //! Layout:
 //! - [`access`]: mode-bit permission checks.
+//! - [`ancestry`]: whether one directory is inside another (rename's loop check).
 //! - [`limits`]: every size, count and time bound, with its reason, in one place.
 //! - [`error`]: the closed set of error codes and their errno mapping.
 //! - [`handle`]: object handles (target id + object id).
@@ -11,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod access;
+pub mod ancestry;
 pub mod error;
 pub mod frame;
 pub mod handle;

@@ -70,6 +70,11 @@ pub const PATH_BYTES_MAX: usize = 4096;
 /// Longest symlink target.
 pub const SYMLINK_BYTES_MAX: usize = 4095;
 
+/// Parent pointers followed to tell whether a directory is inside another
+/// (rename's loop check, [`crate::ancestry`]); a longer chain answers `Loop`.
+/// More than the components of any path of [`PATH_BYTES_MAX`] bytes.
+pub const PARENT_WALK_STEPS_MAX: u32 = 4096;
+
 /// Symlinks followed during one path resolution before ELOOP (Linux uses 40).
 pub const SYMLINK_FOLLOW_MAX: u32 = 40;
 
@@ -213,3 +218,4 @@ const _: () = assert!(DATALOOP_DISPLACEMENTS_MAX * 8 + 1024 <= DATALOOP_ENCODED_
 const _: () = assert!(LEASE_MS_MIN <= LEASE_MS_DEFAULT && LEASE_MS_DEFAULT <= LEASE_MS_MAX);
 const _: () = assert!(LOCK_WAIT_MS_MAX < REQUEST_TIMEOUT_MS_DEFAULT);
 const _: () = assert!(LOCK_RANGES_MAX as u64 * 20 + 1024 <= HEADER_BYTES_MAX as u64);
+const _: () = assert!(PARENT_WALK_STEPS_MAX as usize > PATH_BYTES_MAX / 2);
