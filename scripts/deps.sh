@@ -19,3 +19,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 command -v cargo >/dev/null || { echo "cargo not found: install Rust (rustup) first" >&2; exit 1; }
+# The test command checks formatting and lints.
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+  command -v rustup >/dev/null || { echo "cargo fmt and cargo clippy are needed (rustfmt, clippy)" >&2; exit 1; }
+  rustup component add rustfmt clippy
+fi

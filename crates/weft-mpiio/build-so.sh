@@ -34,7 +34,7 @@ for flavour in openmpi mpich; do
   libmpi=$(libdir_of)/$libname
   gen=$out/gen/$flavour
   python3 "$here/tools/gen_wrappers.py" "$mpicc" "$libmpi" "$gen" "$here/c"
-  "$mpicc" -shared -fPIC -O2 -g -Wall -Wno-unused-function \
+  "$mpicc" -shared -fPIC -O2 -g -Wall -Wswitch-enum -Werror -Wno-unused-function \
     -I"$here/c" -I"$gen" \
     "$here"/c/*.c "$gen/wrappers.c" "$core" \
     -Wl,--version-script="$gen/exports.map" -Wl,--no-undefined \

@@ -389,17 +389,8 @@ impl Client {
 
     /// Is `candidate` the directory `dir` or below it? Walks parent pointers.
     async fn is_within(&self, candidate: Handle, dir: Handle) -> WeftResult<bool> {
-        let mut current = candidate;
-        for _ in 0..4096 {
-            if current == dir {
-                return Ok(true);
-            }
-            if current == Handle::ROOT {
-                return Ok(false);
-            }
-            current = self.getattr_raw(current).await?.parent.ok_or(ErrorCode::Io)?;
-        }
-        Err(ErrorCode::Loop)
+        let parent_of = |handle| async move { self.getattr_raw(handle).await?.parent.ok_or(ErrorCode::Io).map(Some) };
+        weft_proto::ancestry::is_within(candidate, dir, parent_of).await
     }
 
     /// Renames `old_parent/old_name` to `new_parent/new_name`, replacing a

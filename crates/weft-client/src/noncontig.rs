@@ -319,7 +319,7 @@ impl FileWalk {
             size => end.div_ceil(size),
         };
         let encoded = dataloop.encode();
-        if encoded.len() as u64 + 4096 > HEADER_BYTES_MAX as u64 {
+        if encoded.len() as u64 + limits::DATATYPE_ACCESS_OTHER_BYTES_MAX > HEADER_BYTES_MAX as u64 {
             return Err(ErrorCode::TooBig);
         }
         Ok(FileWalk { dataloop, encoded, count, displacement, stream_start: view_offset, stream_length: total })

@@ -1,6 +1,6 @@
 //! Client sessions on a file: the shared file pointer and byte-range locks
 //! kept by the server that stores the file's metafile
-//! (`weft-server::sessions`; limits in `weft_proto::session`).
+//! (`weft-server::sessions`; limits in `weft_proto::limits`).
 //!
 //! A [`Session`] is a plain value (file handle, id, lease), so processes
 //! can share one: one opens it and sends the id to the others (MPI-IO
@@ -13,8 +13,8 @@
 
 use std::time::Duration;
 
+use weft_proto::limits::{LOCK_RANGES_MAX, LOCK_WAIT_MS_MAX};
 use weft_proto::message::{Reply, Request};
-use weft_proto::session::{LOCK_RANGES_MAX, LOCK_WAIT_MS_MAX};
 use weft_proto::{ErrorCode, Handle, WeftResult};
 
 use crate::blocking::BlockingClient;

@@ -28,7 +28,7 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::dataloop::{BuildError, Dataloop, Kind, NodeSpec};
-use crate::limits;
+use weft_proto::limits;
 
 /// The first four bytes of every encoded dataloop.
 pub const MAGIC: [u8; 4] = *b"WDL1";
@@ -99,7 +99,7 @@ impl Dataloop {
         if count > limits::DATALOOP_NODES_MAX {
             return Err(BuildError::TooManyNodes.into());
         }
-        reader.ensure(count as u64 * limits::NODE_BYTES_MIN)?;
+        reader.ensure(count as u64 * limits::DATALOOP_NODE_BYTES_MIN)?;
         let mut specs = Vec::with_capacity(count as usize);
         for index in 0..count {
             specs.push(reader.node(index)?);

@@ -36,7 +36,7 @@
 
 use std::collections::HashMap;
 
-use crate::limits;
+use weft_proto::limits;
 
 /// What one node does with its child(ren). Children are indices of earlier nodes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

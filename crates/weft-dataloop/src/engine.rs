@@ -5,7 +5,7 @@
 //! regions, in bounded batches, from any stream position.
 //!
 //! State is an explicit stack of frames, one per nesting level, so its size
-//! is bounded by [`crate::limits::DATALOOP_DEPTH_MAX`] + 1; nothing recurses.
+//! is bounded by `weft_proto::limits::DATALOOP_DEPTH_MAX` + 1; nothing recurses.
 //! The repetition itself is a virtual `Contig(count)` frame at the bottom.
 //!
 //! Costs, with `d` the depth and `n` the displacement entries of a node:

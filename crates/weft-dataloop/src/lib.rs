@@ -3,12 +3,13 @@
 //! The crate owns the description of *which bytes* an access touches, and
 //! nothing about moving them. Clients build a [`Dataloop`] from MPI-style
 //! constructors, [`Dataloop::encode`] it into a request, and servers
-//! [`Dataloop::decode`] it (validating everything against [`limits`]) and walk it
+//! [`Dataloop::decode`] it (validating everything against `weft_proto::limits`) and walk it
 //! with an [`engine::Cursor`], usually through a [`stripe::StripeCursor`] that
 //! keeps only the pieces stored on one server.
 //!
 //! Layout (one idea per module):
-//! - [`limits`]: every bound a hostile description is checked against.
+//! - `weft_proto::limits` (`DATALOOP_*`): every bound a hostile description is
+//!   checked against, beside the request header limit it must fit in.
 //! - [`regions`]: `(offset, length)` lists, coalescing, intersection, and the
 //!   memory/file "zip" used by list I/O.
 //! - [`dataloop`]: the post-order node array, derived sizes and bounds, and the
@@ -22,7 +23,6 @@
 pub mod codec;
 pub mod dataloop;
 pub mod engine;
-pub mod limits;
 pub mod mpi_types;
 pub mod regions;
 pub mod stripe;

@@ -5,9 +5,10 @@
 //! stores, as [`StripePiece`]s that say where each byte is in the client's
 //! packed data stream and where it is in this server's datafile.
 //!
-//! Striping: strip `s` (file bytes `[s * strip_bytes, (s + 1) * strip_bytes)`)
-//! lives on server `s % stripe_count`, at datafile offset
-//! `(s / stripe_count) * strip_bytes + offset_in_strip`.
+//! Striping is `weft_proto::Distribution`'s (`locate` says which server
+//! stores a byte and where); this module adds only what the walk needs
+//! beyond it: the next owned byte and the gap of other servers' strips
+//! around a byte.
 //!
 //! Cost. A region crossing many strips yields its owned pieces in `O(1)`
 //! each, jumping straight over other servers' strips. When a region ends
@@ -23,6 +24,8 @@
 //! region by region (still correct, just not accelerated).
 
 use serde::{Deserialize, Serialize};
+
+use weft_proto::Distribution;
 
 use crate::engine::{BatchLimits, Cursor};
 
@@ -85,15 +88,18 @@ impl StripeFilter {
         self.server_index
     }
 
+    fn distribution(&self) -> Distribution {
+        Distribution { strip_bytes: self.strip_bytes, stripe_count: self.stripe_count }
+    }
+
     /// Whether this server stores file byte `file_offset`.
     pub fn owns(&self, file_offset: u64) -> bool {
-        (file_offset / self.strip_bytes) % self.stripe_count as u64 == self.server_index as u64
+        self.distribution().locate(file_offset).0 == self.server_index
     }
 
     /// Local datafile offset of file byte `file_offset` (meaningful when owned).
     pub fn datafile_offset(&self, file_offset: u64) -> u64 {
-        let strip = file_offset / self.strip_bytes;
-        (strip / self.stripe_count as u64) * self.strip_bytes + file_offset % self.strip_bytes
+        self.distribution().locate(file_offset).1
     }
 
     /// First owned byte at or after `file_offset` (may be `2^64`).

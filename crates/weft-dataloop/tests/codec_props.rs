@@ -5,7 +5,8 @@ mod common;
 use common::{arb_dataloop, arb_specs};
 use proptest::prelude::*;
 use weft_dataloop::codec::MAGIC;
-use weft_dataloop::{limits, BatchLimits, BuildError, Cursor, Dataloop, DecodeError, Kind, NodeSpec};
+use weft_dataloop::{BatchLimits, BuildError, Cursor, Dataloop, DecodeError, Kind, NodeSpec};
+use weft_proto::limits;
 
 /// Hand-assembles an encoding.
 struct Writer(Vec<u8>);

@@ -527,10 +527,10 @@ fn killed_server_fails_with_eio_then_recovers() {
     ok(&format!("head -c 1000000 /dev/urandom > {m}/striped && cp {m}/striped {m}/../striped.copy"));
     ok(&format!("for i in $(seq 0 7); do mkdir {m}/d$i; done"));
     let victim = 3;
-    let live_dir = (0..8)
-        .map(|i| mount.at(&format!("d{i}")))
-        .find(|p| server_of_inode(&cluster, std::fs::metadata(p).unwrap().ino()) != victim)
+    let live = (0..8)
+        .find(|i| server_of_inode(&cluster, std::fs::metadata(mount.at(&format!("d{i}"))).unwrap().ino()) != victim)
         .expect("a directory on a live server");
+    let live_dir = mount.at(&format!("d{live}"));
     cluster.kill(victim);
 
     // Touching the dead server: EIO, bounded by the request timeout.
@@ -551,6 +551,11 @@ fn killed_server_fails_with_eio_then_recovers() {
     ok(&format!("stat {} > /dev/null && ls {} > /dev/null", q(&live_dir), q(&live_dir)));
 
     cluster.restart(victim);
+    if create.status.success() {
+        let layout = cluster.client().stat(&format!("/d{live}/new-file")).unwrap().layout.expect("a file's layout");
+        let on_victim = layout.datafiles.iter().filter(|d| server_of_inode(&cluster, d.0) == victim).count();
+        assert_eq!(on_victim, 0, "new file striped over the dead server: {:?}", layout.datafiles);
+    }
     ok(&format!("cmp {m}/striped {m}/../striped.copy"));
     ok(&format!("echo after > {}/after && cat {}/after", q(&live_dir), q(&live_dir)));
 }

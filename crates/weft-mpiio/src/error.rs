@@ -45,9 +45,7 @@ pub type MpiResult<T> = Result<T, MpiClass>;
 
 impl From<ErrorCode> for MpiClass {
     fn from(code: ErrorCode) -> MpiClass {
-        // `ErrorCode` is `#[non_exhaustive]` (another crate), so a wildcard
-        // arm is unavoidable; every variant known today is listed.
-        #[allow(unreachable_patterns)]
+        // Exhaustive, no wildcard: a new `ErrorCode` must be placed here.
         match code {
             ErrorCode::NoEntry => MpiClass::NoSuchFile,
             ErrorCode::Exists => MpiClass::FileExists,
@@ -60,7 +58,6 @@ impl From<ErrorCode> for MpiClass {
             ErrorCode::NotEmpty | ErrorCode::Io | ErrorCode::TooBig | ErrorCode::Protocol => MpiClass::Io,
             ErrorCode::VersionMismatch | ErrorCode::Busy | ErrorCode::TimedOut => MpiClass::Io,
             ErrorCode::Unreachable | ErrorCode::CrossDevice | ErrorCode::ShuttingDown => MpiClass::Io,
-            _ => MpiClass::Io,
         }
     }
 }

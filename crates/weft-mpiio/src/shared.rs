@@ -25,7 +25,8 @@
 //!   session), the rank ends its lock session — releasing whatever it may
 //!   still hold — and opens a new one for the next access.
 //!
-//! The lease of both sessions is `WEFT_SESSION_LEASE_MS` (default 15 s).
+//! The lease of both sessions is `WEFT_SESSION_LEASE_MS` (default
+//! `weft_proto::limits::LEASE_MS_DEFAULT`, 15 s, as the server's).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -33,15 +34,13 @@ use std::time::Duration;
 
 use weft_client::{KeepAlive, LockMode, Session};
 use weft_dataloop::{BatchLimits, Cursor, Region};
-use weft_proto::session::{LOCK_RANGES_MAX, LOCK_WAIT_MS_MAX};
+use weft_proto::limits::{LOCK_RANGES_MAX, LOCK_WAIT_MS_MAX};
 use weft_proto::ErrorCode;
 
 use crate::error::{MpiClass, MpiResult};
 use crate::file::{self, View};
 use crate::runtime::client;
 
-/// Default session lease.
-const LEASE_MS_DEFAULT: u64 = 15_000;
 /// Regions walked per batch when flattening an access for its lock.
 const FLATTEN_BATCH: usize = 4096;
 
@@ -62,7 +61,10 @@ fn with_shared<T>(body: impl FnOnce(&mut HashMap<u64, FileShared>) -> MpiResult<
 }
 
 fn lease() -> Duration {
-    let ms = std::env::var("WEFT_SESSION_LEASE_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(LEASE_MS_DEFAULT);
+    let ms = std::env::var("WEFT_SESSION_LEASE_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(weft_proto::limits::LEASE_MS_DEFAULT as u64);
     Duration::from_millis(ms)
 }
 

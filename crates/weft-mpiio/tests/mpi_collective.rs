@@ -109,9 +109,7 @@ fn check_stats(flavour: Flavour, mode: &str, stats: &[Stats]) {
 }
 
 fn collective_matches_romio(flavour: Flavour) {
-    if !available(flavour) {
-        return;
-    }
+    require(flavour);
     let _one_at_a_time = exclusive();
     let cluster = Cluster::start(ClusterOptions::default());
     let collective = program(flavour, "collective");
@@ -159,7 +157,7 @@ fn mpich_collective_matches_romio() {
 }
 
 /// Measures the collective methods (not run by default; timing only, no
-/// assertion on time): `WEFT_REQUIRE_MPI=1 cargo test --release -p weft-mpiio
+/// assertion on time): `cargo test --release -p weft-mpiio
 /// --test mpi_collective -- --ignored --nocapture bench_collective_methods`.
 /// Prints one JSON line per flavour, pattern and method.
 #[test]
@@ -167,9 +165,7 @@ fn mpich_collective_matches_romio() {
 fn bench_collective_methods() {
     let reps = std::env::var("WEFT_BENCH_REPS").unwrap_or_else(|_| "5".into());
     for flavour in [Flavour::OpenMpi, Flavour::Mpich] {
-        if !available(flavour) {
-            continue;
-        }
+        require(flavour);
         let _one_at_a_time = exclusive();
         let cluster = Cluster::start(ClusterOptions::default());
         let bench = program(flavour, "coll_bench");

@@ -27,8 +27,8 @@
 //! reading `weft:` files run with `WEFT_POSIX_SNAPSHOT_MAX=4096`, below
 //! the files' sizes: the format sniff must get the first bytes.
 //!
-//! Skipped with a message when OpenMPI or the library's development
-//! package is missing, unless `WEFT_REQUIRE_MPI=1` (then that fails).
+//! They fail when OpenMPI or the library's development package is missing
+//! (`WEFT_SKIP_MPI=1 scripts/test.sh` leaves them out, counted as skipped).
 
 mod common;
 
@@ -37,15 +37,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use weft_testkit::{Cluster, ClusterOptions};
 
-/// Whether pkg-config knows `package` (panics if required but missing).
-fn library_available(package: &str, apt: &str) -> bool {
+/// Panics unless pkg-config knows `package` (as [`require`] does for MPI).
+fn require_library(package: &str, apt: &str) {
     let present = on_path("pkg-config")
         && Command::new("pkg-config").args(["--exists", package]).status().is_ok_and(|s| s.success());
-    if !present {
-        assert!(std::env::var("WEFT_REQUIRE_MPI").is_err(), "{package} is required but not installed ({apt})");
-        eprintln!("skipping: {package} not installed (scripts/deps.sh installs {apt})");
-    }
-    present
+    assert!(
+        present,
+        "{package} not installed: scripts/deps.sh installs {apt}, or leave the MPI tests out with \
+         WEFT_SKIP_MPI=1 scripts/test.sh"
+    );
 }
 
 fn pkg_config(args: &[&str]) -> Vec<String> {
@@ -85,9 +85,8 @@ fn copy_into_weft(cluster: &Cluster, local: &Path, path: &str) {
 /// `weft:` name job 1 then re-creates.
 fn library_round_trips(name: &str, package: &str, apt: &str, magic: &[u8], clobber: Option<&str>) {
     let flavour = Flavour::OpenMpi;
-    if !available(flavour) || !library_available(package, apt) {
-        return;
-    }
+    require(flavour);
+    require_library(package, apt);
     let _one_at_a_time = exclusive();
     let cluster = Cluster::start(ClusterOptions::default());
     let binary = library_program(name, package);
@@ -167,9 +166,8 @@ fn openmpi_pnetcdf() {
 fn hdf5_runs_match_local_size(name: &str, weft_path: &str, modes: &[Option<&str>]) {
     let package = "hdf5-openmpi";
     let flavour = Flavour::OpenMpi;
-    if !available(flavour) || !library_available(package, "libhdf5-openmpi-dev") {
-        return;
-    }
+    require(flavour);
+    require_library(package, "libhdf5-openmpi-dev");
     let _one_at_a_time = exclusive();
     let cluster = Cluster::start(ClusterOptions::default());
     let binary = library_program(name, package);

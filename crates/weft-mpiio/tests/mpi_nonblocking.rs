@@ -34,9 +34,7 @@ fn served(cluster: &Cluster, kind: &str) -> u64 {
 }
 
 fn nonblocking_matches_mpi_io(flavour: Flavour) {
-    if !available(flavour) {
-        return;
-    }
+    require(flavour);
     let _one_at_a_time = exclusive();
     let cluster = Cluster::start(ClusterOptions::default());
     let nonblocking = program(flavour, "nonblocking");
@@ -102,9 +100,7 @@ fn assert_counting_ints(bytes: &[u8], ranks: usize, what: &str) {
 }
 
 fn finalize_callbacks(flavour: Flavour) {
-    if !available(flavour) {
-        return;
-    }
+    require(flavour);
     let _one_at_a_time = exclusive();
     let cluster = Cluster::start(ClusterOptions::default());
     let finalize = program(flavour, "finalize");

@@ -58,9 +58,7 @@ fn victim(cluster: &Cluster, wide: &str, narrow: &str) -> u32 {
 }
 
 fn server_down(flavour: Flavour) {
-    if !available(flavour) {
-        return;
-    }
+    require(flavour);
     let _one_at_a_time = exclusive();
     let mut cluster = Cluster::start(ClusterOptions::default());
     let binary = program(flavour, "server_down");

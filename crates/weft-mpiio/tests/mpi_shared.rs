@@ -20,9 +20,7 @@ fn ints(bytes: &[u8]) -> Vec<i32> {
 /// nothing; the program itself checks read_shared, read_ordered,
 /// seek_shared and get_position_shared.
 fn shared_pointers(flavour: Flavour) {
-    if !available(flavour) {
-        return;
-    }
+    require(flavour);
     let _one_at_a_time = exclusive();
     let cluster = Cluster::start(ClusterOptions::default());
     let shared = program(flavour, "shared");
@@ -62,9 +60,7 @@ fn shared_pointers(flavour: Flavour) {
 /// read it: in atomic mode no read mixes two writes. Then the same without
 /// atomic mode, reported only (a mix is likely, not certain).
 fn atomic_mode(flavour: Flavour) {
-    if !available(flavour) {
-        return;
-    }
+    require(flavour);
     let _one_at_a_time = exclusive();
     let cluster = Cluster::start(ClusterOptions::default());
     let atomic = program(flavour, "atomic");
@@ -81,9 +77,7 @@ fn atomic_mode(flavour: Flavour) {
 /// shared-pointer calls of a file opened before fail with
 /// `MPI_ERR_BAD_FILE`; close works and a reopen has a working pointer.
 fn restart_loses_the_shared_pointer(flavour: Flavour) {
-    if !available(flavour) {
-        return;
-    }
+    require(flavour);
     let _one_at_a_time = exclusive();
     let mut cluster = Cluster::start(ClusterOptions::default());
     let restart = program(flavour, "restart");

@@ -54,9 +54,7 @@ fn run_preloaded(flavour: Flavour, binary: &Path, args: &[&str], config: &Path) 
 }
 
 fn posix_probe(flavour: Flavour) {
-    if !available(flavour) {
-        return;
-    }
+    require(flavour);
     let _one_at_a_time = exclusive();
     let cluster = Cluster::start(ClusterOptions::default());
     let client = cluster.client();

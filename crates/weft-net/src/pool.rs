@@ -26,7 +26,10 @@ pub struct Timeouts {
 
 impl Default for Timeouts {
     fn default() -> Self {
-        Timeouts { connect: Duration::from_secs(5), request: Duration::from_secs(30) }
+        Timeouts {
+            connect: Duration::from_millis(weft_proto::limits::CONNECT_TIMEOUT_MS_DEFAULT as u64),
+            request: Duration::from_millis(weft_proto::limits::REQUEST_TIMEOUT_MS_DEFAULT as u64),
+        }
     }
 }
 

@@ -10,8 +10,11 @@ use serde::{Deserialize, Serialize};
 pub type WeftResult<T> = Result<T, ErrorCode>;
 
 /// An error as carried on the wire.
+///
+/// Not `#[non_exhaustive]`: every crate that maps it (to errno here, to MPI
+/// error classes in weft-mpiio) matches it exhaustively without a wildcard,
+/// so a new code does not compile until each mapping decides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, thiserror::Error)]
-#[non_exhaustive]
 pub enum ErrorCode {
     /// No such file or directory.
     #[error("no such file or directory")]

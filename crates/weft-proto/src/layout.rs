@@ -49,6 +49,7 @@ impl Distribution {
     }
 
     /// The datafile index and local offset of file byte `file_offset`.
+    #[inline]
     pub fn locate(&self, file_offset: u64) -> (u32, u64) {
         let strip = self.strip_bytes;
         let strip_index = file_offset / strip;

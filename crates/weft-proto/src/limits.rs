@@ -1,8 +1,10 @@
-//! Every bound on sizes and counts that crosses a process boundary.
+//! Every bound on sizes, counts and times that two Weft processes agree on.
 //!
 //! Decoders enforce these before allocating, so a hostile peer can cost a
 //! server at most these amounts. Relations between them are checked at
-//! compile time at the bottom of this file.
+//! compile time at the bottom of this file. Sections: frames and requests,
+//! names and paths, striping and I/O, dataloops (enforced by
+//! `weft-dataloop`'s builder and decoder), sessions and locks, timeouts.
 
 /// Protocol version spoken by this build; the hello exchange rejects others.
 pub const PROTOCOL_VERSION: u16 = 1;
@@ -13,10 +15,18 @@ pub const FRAME_MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// Size of the fixed frame header in bytes.
 pub const FRAME_HEADER_BYTES: usize = 32;
 
-/// Largest encoded message header (request or reply body). Large enough for a
-/// readdir page with attributes or a datatype description; small enough that
-/// a hostile peer cannot make the server allocate much.
-pub const HEADER_BYTES_MAX: u32 = 4 << 20;
+/// Largest encoded message header (request or reply body): the largest
+/// dataloop plus the other fields of a datatype request, so every dataloop
+/// the builder accepts can be sent (a readdir page with attributes is far
+/// smaller); small enough that a hostile peer cannot make the server
+/// allocate much.
+pub const HEADER_BYTES_MAX: u32 = (DATALOOP_ENCODED_BYTES_MAX + DATATYPE_ACCESS_OTHER_BYTES_MAX) as u32;
+
+/// Bytes a datatype request (`Request::ReadDatatype`/`WriteDatatype`) may
+/// need besides its encoded dataloop: the request tag and the other fields
+/// of `DatatypeAccess`, each at most a 10-byte varint (about 100 bytes in
+/// all), with a wide margin.
+pub const DATATYPE_ACCESS_OTHER_BYTES_MAX: u64 = 4096;
 
 /// Largest bulk chunk carried by one frame. Bulk transfers are split into
 /// chunks of at most this size so a large transfer never monopolises a socket.
@@ -60,6 +70,11 @@ pub const PATH_BYTES_MAX: usize = 4096;
 /// Longest symlink target.
 pub const SYMLINK_BYTES_MAX: usize = 4095;
 
+/// Parent pointers followed to tell whether a directory is inside another
+/// (rename's loop check, [`crate::ancestry`]); a longer chain answers `Loop`.
+/// More than the components of any path of [`PATH_BYTES_MAX`] bytes.
+pub const PARENT_WALK_STEPS_MAX: u32 = 4096;
+
 /// Symlinks followed during one path resolution before ELOOP (Linux uses 40).
 pub const SYMLINK_FOLLOW_MAX: u32 = 40;
 
@@ -94,8 +109,9 @@ pub const LIST_REGIONS_MAX: u32 = 65_536;
 /// struct block costs 2 words, plus its child's program for a struct), not
 /// with the data: 2^24 words (128 MiB of program) admit struct types of
 /// millions of blocks (3.3 million of a named type, 5 words each), and
-/// refuse only a program that is itself the memory problem. The dataloop's own limits (`weft_dataloop::limits`) and, for
-/// datatype requests, [`HEADER_BYTES_MAX`] apply after it.
+/// refuse only a program that is itself the memory problem. The dataloop's own
+/// limits (`DATALOOP_*`, below) apply after it; every dataloop they admit
+/// fits in a request header.
 pub const MPI_DATATYPE_PROGRAM_WORDS_MAX: u64 = 1 << 24;
 
 /// Default of `[durability] metadata_reserve_bytes`: the space a server
@@ -113,8 +129,93 @@ pub const METADATA_RESERVE_BYTES_MAX: u64 = 1 << 36;
 
 const _: () = assert!(METADATA_RESERVE_BYTES_MIN <= METADATA_RESERVE_BYTES_DEFAULT);
 const _: () = assert!(METADATA_RESERVE_BYTES_DEFAULT <= METADATA_RESERVE_BYTES_MAX);
+
+// ---------- dataloops ----------
+
+/// Most nodes in one dataloop: child indices are `u32` on the wire, and a server
+/// must not hold more per request than it can afford.
+pub const DATALOOP_NODES_MAX: u32 = 65_536;
+
+/// Deepest chain of nested nodes (a leaf has depth 1). Bounds the engine's
+/// explicit stack; real MPI types rarely pass 10.
+pub const DATALOOP_DEPTH_MAX: u32 = 64;
+
+/// Most displacement (and per-block length/child) entries summed over all
+/// indexed, block-indexed and struct nodes of one dataloop. Beyond this a
+/// list of regions is the better description. Small enough that a dataloop
+/// at this limit made of block-indexed nodes (8 bytes an entry) still
+/// encodes within [`DATALOOP_ENCODED_BYTES_MAX`], so the two limits are
+/// reached (and tested) apart.
+pub const DATALOOP_DISPLACEMENTS_MAX: u64 = 1 << 18;
+
+/// Largest encoded dataloop: the builder refuses types whose encoding would
+/// be larger, so every buildable dataloop decodes, and it fits in one
+/// request header with the rest of a datatype request. At 20 bytes per
+/// struct entry (16 per indexed, 8 per block-indexed entry) this, not
+/// [`DATALOOP_DISPLACEMENTS_MAX`], bounds a single struct (~209k entries).
+pub const DATALOOP_ENCODED_BYTES_MAX: u64 = 4 << 20;
+
+/// Bytes of the smallest possible encoded dataloop node (an empty struct:
+/// tag, lb, extent, entry count); the decoder checks a declared node count
+/// against it before allocating.
+pub const DATALOOP_NODE_BYTES_MIN: u64 = 1 + 8 + 8 + 4;
+
+// ---------- sessions and locks ----------
+//
+// A session is opened on a file at the server that stores the file's
+// metafile. It holds one shared file pointer (a plain counter; the MPI-IO
+// layer counts it in etypes of the view) and owns the byte-range locks
+// taken through it. It lives while it is used within its lease: every
+// request naming it renews the lease; a session not used for a whole
+// lease expires and its locks are released. Sessions are kept in the
+// server's memory only: after a server restart every old session id is
+// unknown and answers `ErrorCode::Stale`.
+
+/// Lease of a session (the server's when the client asks for 0, and
+/// libweft_mpiio's unless `WEFT_SESSION_LEASE_MS` says otherwise): how long
+/// the locks of a client that died stay held. Clients renew every third of
+/// it, so a client stalled for less than 10 s keeps its session.
+pub const LEASE_MS_DEFAULT: u32 = 15_000;
+/// Shortest lease (shorter requests are raised to it): renewals every third
+/// of it must stay well above a request's round trip.
+pub const LEASE_MS_MIN: u32 = 100;
+/// Longest lease (longer requests are lowered to it): bounds how long a dead
+/// client's locks block the others.
+pub const LEASE_MS_MAX: u32 = 600_000;
+/// Longest a lock request waits on the server before it fails with
+/// `TimedOut`: below the client's request timeout, so a waiting lock
+/// is always answered before the client gives up on the connection.
+pub const LOCK_WAIT_MS_MAX: u32 = 20_000;
+/// Ranges in one lock request (the client coarsens longer lists to their span).
+pub const LOCK_RANGES_MAX: usize = 65_536;
+/// Sessions one server keeps at once (beyond: `Busy`).
+pub const SESSIONS_MAX: usize = 65_536;
+/// Granted locks per file (beyond: `Busy`).
+pub const LOCKS_PER_FILE_MAX: usize = 4096;
+/// Waiting lock requests per file (beyond: `Busy`).
+pub const WAITERS_PER_FILE_MAX: usize = 1024;
+
+// ---------- timeouts ----------
+
+/// Default time a client waits to connect to a server and exchange hellos.
+pub const CONNECT_TIMEOUT_MS_DEFAULT: u32 = 5_000;
+/// Default longest wait for any frame of a request in flight, after which the
+/// client gives up on the connection (`TimedOut`).
+pub const REQUEST_TIMEOUT_MS_DEFAULT: u32 = 30_000;
+
+// ---------- relations ----------
+
 const _: () = assert!(LIST_REGIONS_MAX as u64 * 20 + 1024 <= HEADER_BYTES_MAX as u64);
 const _: () = assert!(FRAME_PAYLOAD_BYTES_MAX >= CHUNK_BYTES_MAX);
 const _: () = assert!(HEADER_BYTES_MAX as usize >= READDIR_ENTRIES_MAX as usize * (NAME_BYTES_MAX + 64));
 const _: () = assert!(WRITE_WINDOW_CHUNKS >= 1);
 const _: () = assert!(CONNECTION_MEMORY_BYTES_MAX <= 1 << 30);
+const _: () = assert!(DATALOOP_ENCODED_BYTES_MAX + DATATYPE_ACCESS_OTHER_BYTES_MAX <= HEADER_BYTES_MAX as u64);
+const _: () = assert!(DATALOOP_DEPTH_MAX >= 2 && DATALOOP_DEPTH_MAX <= DATALOOP_NODES_MAX);
+const _: () = assert!(DATALOOP_NODES_MAX as u64 * DATALOOP_NODE_BYTES_MIN <= DATALOOP_ENCODED_BYTES_MAX);
+// Two block-indexed nodes sharing the displacement limit, with their headers, encode within the size limit.
+const _: () = assert!(DATALOOP_DISPLACEMENTS_MAX * 8 + 1024 <= DATALOOP_ENCODED_BYTES_MAX);
+const _: () = assert!(LEASE_MS_MIN <= LEASE_MS_DEFAULT && LEASE_MS_DEFAULT <= LEASE_MS_MAX);
+const _: () = assert!(LOCK_WAIT_MS_MAX < REQUEST_TIMEOUT_MS_DEFAULT);
+const _: () = assert!(LOCK_RANGES_MAX as u64 * 20 + 1024 <= HEADER_BYTES_MAX as u64);
+const _: () = assert!(PARENT_WALK_STEPS_MAX as usize > PATH_BYTES_MAX / 2);

@@ -561,7 +561,7 @@ pub enum Request {
         ranges: Vec<(u64, u64)>,
         /// Exclusive (writers) or shared (readers).
         exclusive: bool,
-        /// Longest wait (clamped to `session::LOCK_WAIT_MS_MAX`; 0 = fail at once).
+        /// Longest wait (clamped to `limits::LOCK_WAIT_MS_MAX`; 0 = fail at once).
         wait_ms: u32,
     },
     /// Releases a lock taken through this session. Replies `Done`.

@@ -535,17 +535,9 @@ impl Service {
     /// Is `candidate` the directory `dir` or below it? Walks parent pointers
     /// to the root, across servers.
     async fn is_within(self: &Arc<Self>, candidate: Handle, dir: Handle) -> WeftResult<bool> {
-        let mut current = candidate;
-        for _ in 0..4096 {
-            if current == dir {
-                return Ok(true);
-            }
-            if current == Handle::ROOT {
-                return Ok(false);
-            }
-            current = self.remote_attributes(current).await?.parent.ok_or(ErrorCode::Io)?;
-        }
-        Err(ErrorCode::Loop)
+        let parent_of =
+            |handle| async move { self.remote_attributes(handle).await?.parent.ok_or(ErrorCode::Io).map(Some) };
+        weft_proto::ancestry::is_within(candidate, dir, parent_of).await
     }
 
     /// Every server's status, gathered along the tree (one part per server;

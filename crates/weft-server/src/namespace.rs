@@ -302,21 +302,15 @@ pub fn remove_object(w: &Writer<'_>, handle: Handle) -> ReplyResult {
 /// Is `candidate` equal to `dir` or below it, as far as this server's
 /// parent pointers tell? (Pointers that leave this server stop the walk.)
 fn is_within(w: &Writer<'_>, candidate: Handle, dir: Handle) -> WeftResult<bool> {
-    let mut current = candidate;
-    for _ in 0..4096 {
-        if current == dir {
-            return Ok(true);
-        }
-        if current == Handle::ROOT {
-            return Ok(false);
-        }
-        match w.object(current) {
-            Ok(ObjectRecord { parent: Some(parent), .. }) => current = parent,
-            Ok(_) | Err(ErrorCode::Stale) => return Ok(false),
-            Err(e) => return Err(e),
-        }
-    }
-    Err(ErrorCode::Loop)
+    let parent_of = |handle| {
+        std::future::ready(match w.object(handle) {
+            Ok(ObjectRecord { parent, .. }) => Ok(parent),
+            Err(ErrorCode::Stale) => Ok(None),
+            Err(e) => Err(e),
+        })
+    };
+    // Every parent is answered at once (a ready future), so this never waits.
+    futures::executor::block_on(weft_proto::ancestry::is_within(candidate, dir, parent_of))
 }
 
 /// Renames when both parents live on this server.

@@ -2,7 +2,7 @@
 //! memory by the server that stores the file's metafile.
 //!
 //! - A **session** is opened on one file and lives while it is used within
-//!   its lease (`weft_proto::session`): every request naming it renews the
+//!   its lease (`weft_proto::limits`): every request naming it renews the
 //!   lease; a session unused for a whole lease expires, and its locks are
 //!   released (so a dead client's locks go away by themselves). Sessions
 //!   are not durable: a restarted server knows none of the old ids and
@@ -33,11 +33,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
-use weft_proto::message::{ObjectKind, Reply, ReplyResult, Request};
-use weft_proto::session::{
+use weft_proto::limits::{
     LEASE_MS_DEFAULT, LEASE_MS_MAX, LEASE_MS_MIN, LOCKS_PER_FILE_MAX, LOCK_RANGES_MAX, LOCK_WAIT_MS_MAX, SESSIONS_MAX,
     WAITERS_PER_FILE_MAX,
 };
+use weft_proto::message::{ObjectKind, Reply, ReplyResult, Request};
 use weft_proto::{limits, ErrorCode, Handle, WeftResult};
 
 /// How often expired sessions are looked for.

@@ -7,7 +7,11 @@
 //!
 //! The `weft` binary is found through `WEFT_BIN`, else `target/release/weft`
 //! (then `target/debug/weft`) under the workspace root; the README's test
-//! command builds it before running the tests.
+//! command builds it before running the tests. A binary found in `target/`
+//! must be newer than every source file of the crates it is built from
+//! (weft-cli and the weft-* crates it depends on, read from their manifests):
+//! `cargo test -p weft-testkit` does not rebuild it, and tests of a stale
+//! binary would test old code, so they fail with the file that is newer.
 #![warn(missing_docs)]
 
 use std::os::unix::process::CommandExt;
@@ -24,18 +28,103 @@ pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).expect("workspace root").to_path_buf()
 }
 
-/// Path of the `weft` binary.
+/// Path of the `weft` binary (`WEFT_BIN` is taken as given; a binary in
+/// `target/` is checked to be current, see the crate docs).
 pub fn weft_bin() -> PathBuf {
     if let Ok(path) = std::env::var("WEFT_BIN") {
         return PathBuf::from(path);
     }
-    for profile in ["release", "debug"] {
-        let candidate = workspace_root().join("target").join(profile).join("weft");
-        if candidate.exists() {
-            return candidate;
+    static FOUND: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    match FOUND.get_or_init(find_current_weft_bin) {
+        Ok(path) => path.clone(),
+        Err(message) => panic!("{message}"),
+    }
+}
+
+fn find_current_weft_bin() -> Result<PathBuf, String> {
+    let candidate = ["release", "debug"]
+        .iter()
+        .map(|profile| workspace_root().join("target").join(profile).join("weft"))
+        .find(|candidate| candidate.exists())
+        .ok_or("weft binary not found: run `cargo build --release` first or set WEFT_BIN")?;
+    let built = modified(&candidate)?;
+    let crates = crate_closure("weft-cli")?;
+    let mut newest: Option<(std::time::SystemTime, PathBuf)> = None;
+    for name in &crates {
+        let src = workspace_root().join("crates").join(name).join("src");
+        // The other binaries of a library crate (weft-fuse's) are not linked into `weft`.
+        let other_binaries = src.join("bin");
+        for source in
+            files_under(&src)?.into_iter().filter(|path| name == "weft-cli" || !path.starts_with(&other_binaries))
+        {
+            let time = modified(&source)?;
+            if newest.as_ref().is_none_or(|(t, _)| time > *t) {
+                newest = Some((time, source));
+            }
         }
     }
-    panic!("weft binary not found: run `cargo build --release` first or set WEFT_BIN");
+    match newest {
+        Some((time, source)) if time > built => Err(format!(
+            "{} is older than {}: run `cargo build --release` (the weft binary is built from {})",
+            candidate.display(),
+            source.display(),
+            crates.join(", ")
+        )),
+        _ => Ok(candidate),
+    }
+}
+
+fn modified(path: &Path) -> Result<std::time::SystemTime, String> {
+    std::fs::metadata(path).and_then(|m| m.modified()).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// `root` and the workspace crates it depends on, directly or not, read from
+/// the `weft-*` lines of each manifest's `[dependencies]` table.
+fn crate_closure(root: &str) -> Result<Vec<String>, String> {
+    let mut crates = vec![root.to_string()];
+    let mut next = 0;
+    while next < crates.len() {
+        let manifest = workspace_root().join("crates").join(&crates[next]).join("Cargo.toml");
+        let text = std::fs::read_to_string(&manifest).map_err(|e| format!("{}: {e}", manifest.display()))?;
+        for dependency in manifest_dependencies(&text) {
+            if !crates.contains(&dependency) {
+                crates.push(dependency);
+            }
+        }
+        next += 1;
+    }
+    Ok(crates)
+}
+
+/// The `weft-*` names in the `[dependencies]` table of a manifest.
+fn manifest_dependencies(manifest: &str) -> Vec<String> {
+    let mut inside = false;
+    let mut names = Vec::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            inside = line == "[dependencies]";
+        } else if let Some(name) = line.split('=').next().map(str::trim).filter(|n| inside && n.starts_with("weft-")) {
+            names.push(name.to_string());
+        }
+    }
+    names
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+            let path = entry.map_err(|e| format!("{}: {e}", dir.display()))?.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    Ok(files)
 }
 
 /// A command with `PR_SET_PDEATHSIG` set, so it dies with the test.
@@ -237,5 +326,29 @@ impl Drop for Cluster {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_weft_binary_is_built_from_the_crates_its_manifests_name() {
+        let crates = crate_closure("weft-cli").unwrap();
+        for name in
+            ["weft-cli", "weft-server", "weft-client", "weft-fuse", "weft-config", "weft-proto", "weft-dataloop"]
+        {
+            assert!(crates.iter().any(|c| c == name), "{name} missing from {crates:?}");
+        }
+        assert!(!crates.iter().any(|c| c == "weft-testkit" || c == "weft-mpiio"), "{crates:?}");
+    }
+
+    #[test]
+    fn only_the_dependencies_table_counts() {
+        let manifest =
+            "[package]\nname = \"weft-x\"\n[dependencies]\nweft-proto = { workspace = true }\nlibc = \"1\"\n\
+                        [dev-dependencies]\nweft-testkit = { workspace = true }\n";
+        assert_eq!(manifest_dependencies(manifest), vec!["weft-proto".to_string()]);
     }
 }

@@ -482,10 +482,17 @@ fn status_table_marks_a_server_down_and_up_again() {
     wait_for(&c, vec![false, false, false]);
 }
 
-/// Servers 0 and 1 are limited to 100 MiB, servers 2 and 3 to 1 GiB.
+/// Capacity of servers 0 and 1 in `placement_prefers_the_emptier_servers`.
+const SMALL_CAPACITY_BYTES: u64 = 1 << 20;
+/// Capacity of servers 2 and 3: ten times as much, and small enough that
+/// any test disk has it free (the free space a server reports is the
+/// smaller of its limit's remainder and the disk's).
+const LARGE_CAPACITY_BYTES: u64 = 10 << 20;
+
+/// Servers 0 and 1 are limited to 1 MiB, servers 2 and 3 to 10 MiB.
 fn unequal_capacities(config: &mut weft_config::Config) {
     for server in &mut config.servers {
-        server.capacity_bytes = Some(if server.id < 2 { 100 << 20 } else { 1 << 30 });
+        server.capacity_bytes = Some(if server.id < 2 { SMALL_CAPACITY_BYTES } else { LARGE_CAPACITY_BYTES });
     }
 }
 
@@ -498,7 +505,7 @@ fn placement_prefers_the_emptier_servers() {
     loop {
         let status = c.statfs().unwrap();
         let totals: Vec<u64> = status.servers.iter().map(|s| s.bytes_total).collect();
-        if totals.len() == 4 && totals.iter().filter(|t| **t == 1 << 30).count() == 2 {
+        if totals.len() == 4 && totals.iter().filter(|t| **t == LARGE_CAPACITY_BYTES).count() == 2 {
             break;
         }
         assert!(Instant::now() < deadline, "capacities not in the status table: {totals:?}");
@@ -507,12 +514,15 @@ fn placement_prefers_the_emptier_servers() {
     // Placement reads each server's own composed table: give every server
     // a full exchange round after its first refresh.
     std::thread::sleep(Duration::from_millis(1500));
-    let disk_free = c.statfs().unwrap().servers.iter().map(|s| s.bytes_free).min().unwrap();
-    if disk_free < 100 << 20 {
-        eprintln!("skipping: less than 100 MiB free on the test disk");
-        return;
-    }
-    // Expected share of the emptier pair: free space 1 GiB vs 100 MiB each,
+    let mut free: Vec<(u32, u64)> = c.statfs().unwrap().servers.iter().map(|s| (s.server_id, s.bytes_free)).collect();
+    free.sort();
+    let wanted = [SMALL_CAPACITY_BYTES, SMALL_CAPACITY_BYTES, LARGE_CAPACITY_BYTES, LARGE_CAPACITY_BYTES];
+    assert_eq!(
+        free.iter().map(|(_, bytes)| *bytes).collect::<Vec<_>>(),
+        wanted,
+        "free space is not the configured capacities (is the test disk nearly full?)"
+    );
+    // Expected share of the emptier pair: free space 10 MiB vs 1 MiB each,
     // so about 0.91 of first stripes and directories; the thresholds sit
     // many standard deviations below that.
     let mut emptier = 0;
