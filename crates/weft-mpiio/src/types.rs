@@ -10,7 +10,7 @@
 //! of n entries. The only bound here is the program's length,
 //! [`limits::MPI_DATATYPE_PROGRAM_WORDS_MAX`]; every entry on the stack
 //! consumed at least three words, so it bounds the stack too. The
-//! dataloop's own limits (`weft_dataloop::limits`) then apply. Built dataloops live in a registry under a numeric id,
+//! dataloop's own limits (`limits::DATALOOP_*`) then apply. Built dataloops live in a registry under a numeric id,
 //! which the C layer caches on the MPI datatype as an attribute and frees
 //! with it.
 //!

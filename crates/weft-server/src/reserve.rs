@@ -90,8 +90,9 @@ impl Headroom {
             }
             Err(_) => false,
         };
-        let was_short = self.short.swap(!full, Ordering::Relaxed);
-        if was_short != !full {
+        let short = !full;
+        let was_short = self.short.swap(short, Ordering::Relaxed);
+        if was_short != short {
             if full {
                 tracing::info!("metadata reserve refilled");
             } else {

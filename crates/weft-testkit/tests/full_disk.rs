@@ -295,7 +295,7 @@ fn a_full_disk_answers_enospc_frees_space_on_remove_and_survives_kill_9() {
     if let Some(partial) = partial {
         c.unlink(&partial).expect("remove the partial file on a full disk");
     }
-    let remove: Vec<u64> = kept.drain(..).collect();
+    let remove: Vec<u64> = std::mem::take(&mut kept);
     remove_and_wait_for_space(&cluster, &c, &remove);
     check_usable(&c, 99);
     fsck_problems(&cluster);
