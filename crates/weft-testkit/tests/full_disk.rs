@@ -237,9 +237,11 @@ fn a_full_disk_answers_enospc_frees_space_on_remove_and_survives_kill_9() {
     c.mkdir("/fill", 0o755).unwrap();
     let mut kept: Vec<u64> = Vec::new();
     let mut next_seed = 0;
-    // Known bug (session note 2026-11-25): since the request-path merge a
-    // third cycle without a restart fails `check_usable` (a new 8 MiB file
-    // gets NoSpace after 6-7 MiB although statfs reports 36 MiB free).
+    // Known bug (session note 2026-11-25): since the request-path and
+    // size-tracking merges a third cycle without a restart fails
+    // `check_usable`: the six removed files' datafiles are still on disk
+    // (reclaim did not remove them) and the wait for space passed on a
+    // stale statfs row, so a new 8 MiB file gets NoSpace after 6-7 MiB.
     // Two cycles (one with kill -9) run here until it is fixed;
     // WEFT_FULL_DISK_CYCLES=3 reproduces it.
     let cycles: u64 = std::env::var("WEFT_FULL_DISK_CYCLES").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
