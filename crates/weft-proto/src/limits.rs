@@ -195,6 +195,23 @@ pub const LOCKS_PER_FILE_MAX: usize = 4096;
 /// Waiting lock requests per file (beyond: `Busy`).
 pub const WAITERS_PER_FILE_MAX: usize = 1024;
 
+// Byte-range locks at the data servers (`weft-server::locks`): each lock
+// request is a list of pieces of one datafile; the server keeps every
+// granted piece in an interval map per datafile. These bound that memory.
+
+/// Pieces of one lock request kept exactly; a request with more is
+/// escalated to one covering piece (its span on the datafile).
+pub const LOCK_PIECES_PER_REQUEST_MAX: usize = 1 << 20;
+/// Pieces kept per datafile (granted or not): beyond, new requests are escalated.
+pub const LOCK_PIECES_PER_FILE_MAX: usize = 1 << 22;
+/// Pieces kept per lock owner at one server: beyond, its new requests are escalated.
+pub const LOCK_PIECES_PER_OWNER_MAX: usize = 1 << 21;
+/// Lock requests one owner keeps at one server (beyond: `Busy`). Above
+/// the 131,072 one-range requests of the POSIX lock benchmark on one server.
+pub const LOCK_REQUESTS_PER_OWNER_MAX: usize = 1 << 18;
+/// Lock owners one server keeps at once (beyond: `Busy`).
+pub const LOCK_OWNERS_MAX: usize = 65_536;
+
 // ---------- timeouts ----------
 
 /// Default time a client waits to connect to a server and exchange hellos.
@@ -218,4 +235,7 @@ const _: () = assert!(DATALOOP_DISPLACEMENTS_MAX * 8 + 1024 <= DATALOOP_ENCODED_
 const _: () = assert!(LEASE_MS_MIN <= LEASE_MS_DEFAULT && LEASE_MS_DEFAULT <= LEASE_MS_MAX);
 const _: () = assert!(LOCK_WAIT_MS_MAX < REQUEST_TIMEOUT_MS_DEFAULT);
 const _: () = assert!(LOCK_RANGES_MAX as u64 * 20 + 1024 <= HEADER_BYTES_MAX as u64);
+const _: () = assert!(LOCK_RANGES_MAX <= LOCK_PIECES_PER_REQUEST_MAX);
+const _: () = assert!(LOCK_PIECES_PER_REQUEST_MAX <= LOCK_PIECES_PER_OWNER_MAX);
+const _: () = assert!(LOCK_PIECES_PER_OWNER_MAX <= LOCK_PIECES_PER_FILE_MAX);
 const _: () = assert!(PARENT_WALK_STEPS_MAX as usize > PATH_BYTES_MAX / 2);

@@ -593,6 +593,111 @@ pub enum Request {
         /// Datafiles (≤ `BATCH_HANDLES_MAX`).
         datafiles: Vec<Handle>,
     },
+    // ---- Byte-range locks at the data servers (appended; see `weft-server::locks`). ----
+    /// Data server: a new lock request on the bytes of one datafile
+    /// stored here. The server grants the request's pieces in increasing
+    /// file offset, stopping at the first conflict or at the first piece
+    /// at or past `until`; with `block`, it waits (up to `wait_ms`) until
+    /// every piece below `until` is granted. Replies `LockGrant`.
+    DlmAcquire {
+        /// The lock owner (a client's id, unique per client: it owns the lease).
+        owner: u64,
+        /// Lease of the owner (0 = default; clamped like a session's).
+        lease_ms: u32,
+        /// Exclusive (writers) or shared (readers).
+        exclusive: bool,
+        /// What to lock.
+        lock: LockDescription,
+        /// Grant only pieces starting below this file offset (`u64::MAX`: all; 0: none, just register).
+        until: u64,
+        /// Wait until every piece below `until` is granted.
+        block: bool,
+        /// Longest wait with `block` (clamped to `limits::LOCK_WAIT_MS_MAX`).
+        wait_ms: u32,
+    },
+    /// Data server: grants more of an existing lock request, as `DlmAcquire`. Replies `LockGrant`.
+    DlmContinue {
+        /// The lock owner.
+        owner: u64,
+        /// Request number from a `LockGrant` reply.
+        request: u64,
+        /// Grant only pieces starting below this file offset.
+        until: u64,
+        /// Wait until every piece below `until` is granted.
+        block: bool,
+        /// Longest wait with `block`.
+        wait_ms: u32,
+    },
+    /// Data server: releases the granted pieces of a lock request that
+    /// start at or past file offset `from` (0: the whole request, which is
+    /// then forgotten). Replies `LockGrant` with what remains.
+    DlmRelease {
+        /// The lock owner.
+        owner: u64,
+        /// Request number.
+        request: u64,
+        /// First file offset released.
+        from: u64,
+    },
+    /// Data server: renews an owner's lease. Replies `Done`.
+    DlmRenew {
+        /// The lock owner.
+        owner: u64,
+    },
+    /// A data write under locks: the server runs `request` (a `Write`,
+    /// `WriteList` or `WriteDatatype`) only if every lock request of
+    /// `fence` is still wholly granted, exclusive, on that datafile, to
+    /// that owner, since the server start `fence.epoch`; else `Stale`.
+    Fenced {
+        /// The locks the write is made under.
+        fence: Fence,
+        /// The write.
+        request: Box<Request>,
+    },
+}
+
+/// What a data server locks for one lock request: pieces of one datafile
+/// stored there. Pieces are granted in increasing *file* offset (the
+/// order the client protocols rely on across servers); conflicts are
+/// decided on exact datafile bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LockDescription {
+    /// POSIX and list locks: datafile-local `(offset, length)` ranges of
+    /// stripe `stripe_index` under `distribution` (≤ `limits::LOCK_RANGES_MAX`).
+    Ranges {
+        /// Datafile.
+        handle: Handle,
+        /// The file's striping.
+        distribution: Distribution,
+        /// Which stripe the datafile is.
+        stripe_index: u32,
+        /// Local ranges, every length > 0.
+        ranges: Vec<(u64, u64)>,
+    },
+    /// Datatype locks: the access a datatype request carries; the server
+    /// walks only its own pieces.
+    Datatype(DatatypeAccess),
+}
+
+impl LockDescription {
+    /// The datafile locked.
+    pub fn handle(&self) -> Handle {
+        match self {
+            LockDescription::Ranges { handle, .. } => *handle,
+            LockDescription::Datatype(access) => access.handle,
+        }
+    }
+}
+
+/// The locks a fenced write is made under, at one data server.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fence {
+    /// The lock owner.
+    pub owner: u64,
+    /// The data server's start epoch (from `LockGrant`).
+    pub epoch: u64,
+    /// Lock request numbers at that server.
+    pub requests: Vec<u64>,
 }
 
 /// What a consistency check needs of one object.
@@ -824,6 +929,11 @@ impl Request {
             Request::LockRelease { .. } => "lock_release",
             Request::StatEntry { .. } => "stat_entry",
             Request::MarkGrowing { .. } => "mark_growing",
+            Request::DlmAcquire { .. } => "dlm_acquire",
+            Request::DlmContinue { .. } => "dlm_continue",
+            Request::DlmRelease { .. } => "dlm_release",
+            Request::DlmRenew { .. } => "dlm_renew",
+            Request::Fenced { .. } => "fenced",
         }
     }
 }
@@ -912,6 +1022,30 @@ pub enum Reply {
     Pointer(u64),
     /// A granted byte-range lock.
     Lock(u64),
+    /// State of a data-server lock request (`DlmAcquire`, `DlmContinue`, `DlmRelease`).
+    LockGrant {
+        /// Request number (to continue, release, fence).
+        request: u64,
+        /// End (exclusive file offset) of the last granted piece; 0 if none.
+        last: u64,
+        /// File offset of the first piece not granted; `u64::MAX` once all are.
+        next: u64,
+        /// The server's start epoch (for fences).
+        epoch: u64,
+    },
+}
+
+impl Request {
+    /// Whether data chunks follow the request (the writes, fenced or not).
+    pub fn carries_data(&self) -> bool {
+        match self {
+            Request::Write { .. } | Request::WriteList { .. } | Request::WriteDatatype { .. } => true,
+            Request::Fenced { request, .. } => {
+                matches!(**request, Request::Write { .. } | Request::WriteList { .. } | Request::WriteDatatype { .. })
+            }
+            _ => false,
+        }
+    }
 }
 
 /// A reply as carried on the wire.

@@ -152,8 +152,7 @@ impl Connection {
             Err(code) => return self.send_reply(request_id, Err(code)).await,
         };
         self.service.storage.counters.request(request.kind_name());
-        let is_write =
-            matches!(request, Request::Write { .. } | Request::WriteList { .. } | Request::WriteDatatype { .. });
+        let is_write = request.carries_data();
         if !frame.payload.is_empty() && !is_write {
             return self.send_reply(request_id, Err(ErrorCode::Protocol)).await;
         }

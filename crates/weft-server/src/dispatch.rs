@@ -9,7 +9,8 @@
 //! over [`crate::storage`], with [`crate::metadata`] for record checks and
 //! size marks), local records in [`crate::metadata`], aggregate operations
 //! and collectives in [`crate::cluster`] ([`crate::aggregate`],
-//! [`crate::pools`], [`crate::tree`]), sessions in [`crate::sessions`].
+//! [`crate::pools`], [`crate::tree`]), sessions in [`crate::sessions`],
+//! data-server byte-range locks and fenced writes in [`crate::locks`].
 
 use weft_proto::message::{Reply, ReplyResult, Request};
 use weft_proto::{limits, ErrorCode};
@@ -83,6 +84,25 @@ pub async fn dispatch(service: &Service, request: Request, link: &mut Link) -> R
         | Request::PointerGet { .. }
         | Request::LockAcquire { .. }
         | Request::LockRelease { .. } => sessions.serve(metadata, request).await,
+        Request::DlmAcquire { .. }
+        | Request::DlmContinue { .. }
+        | Request::DlmRelease { .. }
+        | Request::DlmRenew { .. } => storage.locks.serve(&storage.here, request).await,
+        Request::Fenced { fence, request } => match *request {
+            Request::Write { handle, offset, length } => {
+                storage.locks.check_fence(&fence, handle)?;
+                crate::contiguous::write(storage, metadata, link, handle, offset, length).await
+            }
+            Request::WriteList { handle, regions, total_length } => {
+                storage.locks.check_fence(&fence, handle)?;
+                crate::noncontig::write_list(storage, metadata, link, handle, regions, total_length).await
+            }
+            Request::WriteDatatype { access, packed_length } => {
+                storage.locks.check_fence(&fence, access.handle)?;
+                crate::noncontig::write_datatype(storage, metadata, link, access, packed_length).await
+            }
+            _ => Err(ErrorCode::Protocol),
+        },
         Request::Ping => Ok(Reply::Done),
         Request::Lookup { cred, parent, name } => metadata.lookup(cred, parent, name).await,
         Request::GetAttr { handle } => metadata.getattr(handle).await,

@@ -24,6 +24,7 @@
 //! - [`noncontig`]: list I/O and datatype I/O, one request per server.
 //! - [`sieve`]: the storage path of noncontiguous pieces (coalescing, sieving).
 //! - [`ranges`]: byte-range exclusion for sieving read-modify-writes.
+//! - [`locks`] (storage): byte-range locks of the bytes stored here (POSIX, list, datatype), fencing.
 //! - [`counters`]: requests, bytes, syscalls and pieces, readable over the wire.
 //! - [`peers`]: connections to the other servers (servers as clients of each other).
 //! - [`tree`] (cluster): tree collectives (one-to-many requests, replies reduced on the way back).
@@ -45,6 +46,7 @@ pub mod dispatch;
 pub mod growth;
 pub mod here;
 pub mod link;
+pub mod locks;
 pub mod metadata;
 pub mod namespace;
 pub mod noncontig;

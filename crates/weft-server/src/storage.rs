@@ -4,7 +4,8 @@
 //! - per-datafile ordering ([`Scheduler`]: I/O shared, truncate/remove exclusive),
 //! - byte-range exclusion for sieving read-modify-writes ([`RangeLocks`]),
 //! - the in-memory size marks of datafiles being changed here ([`Growth`]),
-//! - the I/O counters ([`Counters`]).
+//! - the I/O counters ([`Counters`]),
+//! - the byte-range locks of the bytes stored here ([`Dlm`], `crate::locks`).
 //!
 //! It depends on no other part. The data handlers ([`crate::contiguous`],
 //! [`crate::noncontig`], [`crate::sieve`]) take it, and [`crate::metadata`]
@@ -19,6 +20,7 @@ use crate::counters::Counters;
 use crate::datafiles::Datafiles;
 use crate::growth::Growth;
 use crate::here::Here;
+use crate::locks::Dlm;
 use crate::ranges::RangeLocks;
 use crate::scheduler::Scheduler;
 
@@ -36,6 +38,8 @@ pub struct Storage {
     pub growth: Arc<Growth>,
     /// I/O counters (`Request::Counters`).
     pub counters: Counters,
+    /// Byte-range locks of the datafiles stored here ([`crate::locks`]).
+    pub locks: Dlm,
 }
 
 impl Storage {
@@ -48,6 +52,7 @@ impl Storage {
             ranges: RangeLocks::default(),
             growth: Arc::default(),
             counters: Counters::default(),
+            locks: Dlm::default(),
         }
     }
 
