@@ -36,6 +36,8 @@ pub enum BenchCommand {
     /// The request path: null request and 4 KiB I/O latency, CPU per
     /// request, beside a TCP echo baseline.
     Rpc(crate::rpc::RpcArgs),
+    /// Byte-range locks: Ching's microbenchmark (methods × protocols, overlap).
+    Locks(crate::locks::LocksArgs),
     /// Internal: one worker process of a benchmark.
     #[command(hide = true)]
     Worker(WorkerArgs),
@@ -210,6 +212,7 @@ pub fn run(config: Option<PathBuf>, command: BenchCommand) -> Result<(), String>
         BenchCommand::Hpio(args) => crate::hpio::hpio(load_config(config)?, args),
         BenchCommand::Rpc(args) => crate::rpc::bench_rpc(load_config(config.clone())?, config.expect("checked"), args),
         BenchCommand::EchoServer(args) => crate::rpc::echo_server(args),
+        BenchCommand::Locks(args) => crate::locks::bench_locks(load_config(config)?, args),
     }
 }
 

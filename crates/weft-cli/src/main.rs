@@ -8,6 +8,7 @@ mod cluster;
 mod files;
 mod fsck;
 mod hpio;
+mod locks;
 mod monitor;
 mod rpc;
 

@@ -10,6 +10,7 @@
 //! - [`io`]: striped contiguous reads and writes.
 //! - [`noncontig`]: list I/O and datatype I/O (and posix-style for comparison).
 //! - [`paths`]: path-based convenience operations.
+//! - [`dlm`]: byte-range locks at the data servers (POSIX, list, datatype) and their protocols; fenced writes.
 //! - [`sessions`]: sessions on a file: shared file pointer, byte-range locks, keepalive.
 //! - [`blocking`]: a blocking facade with its own runtime.
 #![warn(missing_docs)]
@@ -17,6 +18,7 @@
 pub mod access;
 pub mod blocking;
 pub mod client;
+pub mod dlm;
 pub mod io;
 pub mod namespace;
 pub mod noncontig;
@@ -28,6 +30,7 @@ pub use weft_net::{counters, faults, pool, transport};
 
 pub use blocking::BlockingClient;
 pub use client::{Client, ClientOptions, FsStatus, Stat};
+pub use dlm::{LockMethod, LockProtocol, LockSet, Locker};
 pub use io::File;
 pub use namespace::{CreateOptions, EntryPlus};
 pub use noncontig::{FileAccess, IoMethod, MemoryLayout};
