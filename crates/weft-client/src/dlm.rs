@@ -275,11 +275,11 @@ impl Client {
         }
     }
 
-    async fn release_call(&self, locker: Locker, slot: &mut Slot, from: u64) -> WeftResult<()> {
+    async fn release_call(&self, locker: Locker, slot: &mut Slot, from: Option<u64>) -> WeftResult<()> {
         let request = Request::DlmRelease { owner: locker.owner, request: slot.request, from };
         match self.call(slot.server, request).await? {
             Reply::LockGrant { last, next, .. } => {
-                if from > 0 {
+                if from.is_some() {
                     slot.last = last;
                     slot.next = next;
                 }
@@ -309,7 +309,7 @@ impl Client {
         if least == u64::MAX {
             return Ok(());
         }
-        self.round(slots.iter_mut().filter(|s| s.last > least), |s| self.release_call(locker, s, least)).await
+        self.round(slots.iter_mut().filter(|s| s.last > least), |s| self.release_call(locker, s, Some(least))).await
     }
 
     /// Takes locks on an access (`total` stream bytes) for writing
@@ -404,7 +404,7 @@ impl Client {
     /// Releases every lock of a set.
     pub async fn unlock_access(&self, mut set: LockSet) -> WeftResult<()> {
         let locker = set.locker;
-        self.round(set.slots.iter_mut().filter(|s| s.started), |s| self.release_call(locker, s, 0)).await
+        self.round(set.slots.iter_mut().filter(|s| s.started), |s| self.release_call(locker, s, None)).await
     }
 
     /// Renews the owner's lease at every server.

@@ -629,15 +629,15 @@ pub enum Request {
         wait_ms: u32,
     },
     /// Data server: releases the granted pieces of a lock request that
-    /// start at or past file offset `from` (0: the whole request, which is
-    /// then forgotten). Replies `LockGrant` with what remains.
+    /// start at or past file offset `from` (`None`: the whole request,
+    /// which is then forgotten). Replies `LockGrant` with what remains.
     DlmRelease {
         /// The lock owner.
         owner: u64,
         /// Request number.
         request: u64,
-        /// First file offset released.
-        from: u64,
+        /// First file offset released (`None`: all, and forget the request).
+        from: Option<u64>,
     },
     /// Data server: renews an owner's lease. Replies `Done`.
     DlmRenew {

@@ -20,8 +20,8 @@
 //!   leases lapse). A wait ends after `wait_ms` (at most
 //!   `LOCK_WAIT_MS_MAX`) with the request's state, granted or not.
 //! - **Release** is full (the request is forgotten) or partial (the
-//!   granted pieces at or past a file offset, which the optimistic round
-//!   of a protocol gives back).
+//!   granted pieces at or past a file offset, possibly 0, which the
+//!   optimistic round of a protocol gives back; the request stays).
 //! - Locks belong to an **owner** (a client's random id) with a lease, as
 //!   sessions do (`crate::sessions`): every request of the owner renews
 //!   it, `DlmRenew` too; an owner silent for a whole lease is forgotten
@@ -548,15 +548,18 @@ impl Dlm {
         }
     }
 
-    /// Releases a request's pieces at or past file offset `from` (0: all,
-    /// and the request is forgotten); retries the blocked requests.
-    pub fn release(&self, owner: u64, request: u64, from: u64) -> WeftResult<Grant> {
+    /// Releases a request's pieces at or past file offset `from` (`None`:
+    /// all, and the request is forgotten); retries the blocked requests.
+    pub fn release(&self, owner: u64, request: u64, from: Option<u64>) -> WeftResult<Grant> {
         let now = Instant::now();
         let mut state = self.state();
         state.sweep_if_due(now);
         state.touch(owner, now, None)?;
         state.owned(owner, request)?;
-        let file = if from == 0 { state.forget(request) } else { state.release_from(request, from) };
+        let file = match from {
+            None => state.forget(request),
+            Some(from) => state.release_from(request, from),
+        };
         let grant = match state.requests.get(&request) {
             Some(r) => r.grant(request),
             None => Grant { request, last: 0, next: 0 },

@@ -43,13 +43,18 @@ fn grants_in_file_order_up_to_the_first_conflict() {
         let e = dlm.acquire(5, 0, true, &ranges(&[(60, 4)]), 0, false, 0).await.unwrap();
         assert_eq!((e.last, e.next), (0, 108));
         // Release of owner 1 lets owner 2 continue to the end.
-        dlm.release(1, a.request, 0).unwrap();
+        dlm.release(1, a.request, None).unwrap();
         let b2 = dlm.resume(2, b.request, u64::MAX, false, 0).await.unwrap();
         assert_eq!((b2.last, b2.next), (73, u64::MAX));
         // Partial release from file offset 36 keeps byte 0 only.
-        let b3 = dlm.release(2, b.request, 36).unwrap();
+        let b3 = dlm.release(2, b.request, Some(36)).unwrap();
         assert_eq!((b3.last, b3.next), (1, 36));
-        assert_eq!(dlm.release(3, b.request, 0), Err(ErrorCode::Stale), "another owner's request");
+        assert_eq!(dlm.release(3, b.request, None), Err(ErrorCode::Stale), "another owner's request");
+        // A partial release from offset 0 gives back everything but keeps the request.
+        let b4 = dlm.release(2, b.request, Some(0)).unwrap();
+        assert_eq!((b4.last, b4.next), (0, 0));
+        let b5 = dlm.resume(2, b.request, u64::MAX, false, 0).await.unwrap();
+        assert_eq!(b5.next, u64::MAX);
     });
 }
 
@@ -64,7 +69,7 @@ fn blocked_request_is_granted_on_release() {
         };
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!waiting.is_finished());
-        dlm.release(1, held.request, 0).unwrap();
+        dlm.release(1, held.request, None).unwrap();
         let granted = waiting.await.unwrap().unwrap();
         assert_eq!(granted.next, u64::MAX);
         // A wait that times out answers the state as it stands.
