@@ -19,6 +19,7 @@
 #include "weft_mpiio.h"
 #include "weft_mpiio_internal.h"
 #include "nonblocking.h"
+#include "weft_shared.h"
 
 static void weft_fortran_forget(weft_file *file); /* Fortran handle table, below */
 
@@ -388,6 +389,30 @@ static void weft_apply_io_method(weft_file *file, MPI_Info info) {
     if (method >= 0) weft_mpiio_set_io_method(file->id, method);
 }
 
+/* The atomic-mode hints (src/atomic_locks.rs): weft_atomic_method
+ * (locks | session), weft_lock_method (datatype | list | posix),
+ * weft_lock_protocol (alt-try | one-try | two-phase); other values are
+ * ignored. */
+static int weft_hint_choice(MPI_Info info, const char *key, const char *const *names, int count) {
+    char value[32];
+    int flag = 0;
+    PMPI_Info_get(info, key, (int)sizeof value - 1, value, &flag);
+    if (!flag) return -1;
+    for (int i = 0; i < count; i++)
+        if (strcmp(value, names[i]) == 0) return i;
+    return -1;
+}
+
+static void weft_apply_lock_hints(weft_file *file, MPI_Info info) {
+    static const char *const atomic[] = {"locks", "session"};
+    static const char *const method[] = {"datatype", "list", "posix"};
+    static const char *const protocol[] = {"alt-try", "one-try", "two-phase"};
+    if (info == MPI_INFO_NULL) return;
+    weft_mpiio_set_lock_hints(file->id, weft_hint_choice(info, "weft_atomic_method", atomic, 2),
+                              weft_hint_choice(info, "weft_lock_method", method, 3),
+                              weft_hint_choice(info, "weft_lock_protocol", protocol, 3));
+}
+
 static int weft_is_path(const char *path) { return path && strncmp(path, WEFT_PREFIX, strlen(WEFT_PREFIX)) == 0; }
 
 int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh) {
@@ -426,6 +451,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     PMPI_File_get_errhandler(MPI_FILE_NULL, &file->errhandler);
     file->owns_errhandler = 1;
     weft_apply_io_method(file, info);
+    weft_apply_lock_hints(file, info);
     weft_link(file);
     *fh = (MPI_File)file;
     return MPI_SUCCESS;
@@ -586,6 +612,7 @@ int weft_impl_MPI_File_set_info(MPI_File fh, MPI_Info info) {
     /* Hints accumulate (collective hints: c/collective.c). */
     weft_info_merge(&file->info, info);
     weft_apply_io_method(file, info);
+    weft_apply_lock_hints(file, info);
     return MPI_SUCCESS;
 }
 

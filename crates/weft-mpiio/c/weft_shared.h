@@ -14,4 +14,6 @@ int weft_mpiio_shared_get(uint64_t id, int64_t *value);
 int weft_mpiio_shared_seek(uint64_t id, int64_t offset, int whence);
 int weft_mpiio_set_atomic(uint64_t id, int atomic);
 int weft_mpiio_get_atomic(uint64_t id, int *atomic);
+/* src/atomic_locks.rs: hints weft_atomic_method / weft_lock_method / weft_lock_protocol (-1: unchanged). */
+int weft_mpiio_set_lock_hints(uint64_t id, int atomic, int method, int protocol);
 #endif

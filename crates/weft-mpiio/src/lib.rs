@@ -27,6 +27,7 @@
 //!   (a private copy written back at `fsync`/`close`).
 #![warn(missing_docs)]
 
+pub mod atomic_locks;
 pub mod collective;
 pub mod error;
 pub mod ffi;

@@ -25,6 +25,10 @@
 //!   session), the rank ends its lock session — releasing whatever it may
 //!   still hold — and opens a new one for the next access.
 //!
+//!   With `weft_atomic_method=locks` (the default) the locks are taken at
+//!   the data servers instead ([`crate::atomic_locks`]); the lock session
+//!   then stays unused.
+//!
 //! The lease of both sessions is `WEFT_SESSION_LEASE_MS` (default
 //! `weft_proto::limits::LEASE_MS_DEFAULT`, 15 s, as the server's).
 
@@ -99,6 +103,7 @@ pub fn attach(id: u64, session: u64, lease_ms: u64) -> MpiResult<()> {
 /// At close (after the barrier): forgets the file's sessions; `owner`
 /// (rank 0) ends the shared-pointer session, each rank its lock session.
 pub fn close(id: u64, owner: bool) -> MpiResult<()> {
+    crate::atomic_locks::forget(id);
     let Some(state) = with_shared(|all| Ok(all.remove(&id)))? else { return Ok(()) };
     let client = client()?;
     drop(state.pointer_keep);
@@ -186,9 +191,16 @@ pub fn atomic(id: u64) -> MpiResult<bool> {
 
 /// A lock held for one access in atomic mode.
 #[derive(Debug)]
-pub struct AccessLock {
-    session: Session,
-    lock: u64,
+pub enum AccessLock {
+    /// A lock of this rank's session at the metadata server (`weft_atomic_method=session`).
+    Session {
+        /// The lock session.
+        session: Session,
+        /// The lock id.
+        lock: u64,
+    },
+    /// Locks at the data servers (`weft_atomic_method=locks`, [`crate::atomic_locks`]).
+    Servers(weft_client::LockSet),
 }
 
 /// In atomic mode, locks the file bytes of view stream
@@ -200,11 +212,15 @@ pub fn lock_access(id: u64, view: &View, write: bool, view_offset: u64, total: u
     }
     let session = with_shared(|all| Ok(all.get(&id).filter(|s| s.atomic).and_then(|s| s.lock_session)))?;
     let Some(session) = session else { return Ok(None) };
+    if crate::atomic_locks::uses_locks(id) {
+        return crate::atomic_locks::lock(id, view, write, view_offset, total)
+            .map(|set| Some(AccessLock::Servers(set)));
+    }
     let ranges = file_ranges(view, view_offset, total)?;
     let mode = if write { LockMode::Exclusive } else { LockMode::Shared };
     let wait = Duration::from_millis(LOCK_WAIT_MS_MAX as u64);
     match client()?.lock(&session, &ranges, mode, wait) {
-        Ok(lock) => Ok(Some(AccessLock { session, lock })),
+        Ok(lock) => Ok(Some(AccessLock::Session { session, lock })),
         Err(code @ (ErrorCode::Invalid | ErrorCode::TooBig)) => Err(code.into()),
         Err(code) => {
             // The outcome is unknown (a lost reply may have left a lock
@@ -217,10 +233,14 @@ pub fn lock_access(id: u64, view: &View, write: bool, view_offset: u64, total: u
 
 /// Releases the lock of [`lock_access`].
 pub fn unlock_access(id: u64, lock: Option<AccessLock>) -> MpiResult<()> {
-    let Some(lock) = lock else { return Ok(()) };
-    if let Err(code) = client()?.unlock(&lock.session, lock.lock) {
+    let (session, lock) = match lock {
+        None => return Ok(()),
+        Some(AccessLock::Servers(set)) => return crate::atomic_locks::unlock(set),
+        Some(AccessLock::Session { session, lock }) => (session, lock),
+    };
+    if let Err(code) = client()?.unlock(&session, lock) {
         // The lock may still be held: ending its session releases it.
-        rotate_lock_session(id, &lock.session);
+        rotate_lock_session(id, &session);
         return Err(code.into());
     }
     Ok(())

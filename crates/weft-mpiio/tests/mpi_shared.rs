@@ -73,6 +73,33 @@ fn atomic_mode(flavour: Flavour) {
     eprintln!("{} without atomic mode (informative): {}", flavour.name(), plain.stdout.trim());
 }
 
+/// Atomic mode with every lock method and protocol of the data servers'
+/// locks (`weft_atomic_method=locks`), and the session fallback: no read
+/// mixes two writes.
+fn atomic_mode_lock_methods(flavour: Flavour) {
+    require(flavour);
+    let _one_at_a_time = exclusive();
+    let cluster = Cluster::start(ClusterOptions::default());
+    let atomic = program(flavour, "atomic");
+    let mut cases: Vec<[&str; 3]> = vec![["session", "datatype", "alt-try"]];
+    for method in ["datatype", "list", "posix"] {
+        for protocol in ["alt-try", "one-try", "two-phase"] {
+            cases.push(["locks", method, protocol]);
+        }
+    }
+    for (i, [atomic_method, method, protocol]) in cases.into_iter().enumerate() {
+        let path = format!("weft:/atomic{i}");
+        let args = [path.as_str(), "atomic", "40", atomic_method, method, protocol];
+        let run = run_job(flavour, &atomic, &args, Some(&cluster.config_path), false);
+        assert!(
+            run.stdout.contains("atomic OK mixed=0"),
+            "{atomic_method} {method} {protocol}: {}{}",
+            run.stdout,
+            run.stderr
+        );
+    }
+}
+
 /// Sessions are in the metadata server's memory: after it restarts, the
 /// shared-pointer calls of a file opened before fail with
 /// `MPI_ERR_BAD_FILE`; close works and a reopen has a working pointer.
@@ -134,4 +161,14 @@ fn openmpi_atomic_mode() {
 #[test]
 fn mpich_atomic_mode() {
     atomic_mode(Flavour::Mpich);
+}
+
+#[test]
+fn openmpi_atomic_mode_lock_methods() {
+    atomic_mode_lock_methods(Flavour::OpenMpi);
+}
+
+#[test]
+fn mpich_atomic_mode_lock_methods() {
+    atomic_mode_lock_methods(Flavour::Mpich);
 }

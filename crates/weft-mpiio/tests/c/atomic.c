@@ -1,6 +1,8 @@
 /* Atomic mode on a Weft file (run by tests/mpi_shared.rs).
  *
- * usage: atomic PATH MODE ROUNDS    MODE = atomic | plain
+ * usage: atomic PATH MODE ROUNDS [ATOMIC_METHOD LOCK_METHOD LOCK_PROTOCOL]
+ *        MODE = atomic | plain; the optional three are the values of the
+ *        weft_atomic_method, weft_lock_method, weft_lock_protocol hints.
  * Rank 0 rewrites a noncontiguous view (a vector with holes, striped over
  * every server in 4 KiB strips) ROUNDS times, each time with one value in
  * every int (1, 2, 3 …); the other ranks read the same view ROUNDS times
@@ -44,7 +46,7 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    CHECK(argc == 4, "usage: atomic PATH atomic|plain ROUNDS");
+    CHECK(argc == 4 || argc == 7, "usage: atomic PATH atomic|plain ROUNDS [ATOMIC_METHOD LOCK_METHOD LOCK_PROTOCOL]");
     int atomic = strcmp(argv[2], "atomic") == 0;
     int rounds = atoi(argv[3]);
     CHECK(rounds > 0 && rounds <= 100000, "bad ROUNDS");
@@ -53,6 +55,11 @@ int main(int argc, char **argv) {
     MPI_Info_create(&info);
     MPI_Info_set(info, "striping_factor", "4");
     MPI_Info_set(info, "striping_unit", "4096");
+    if (argc == 7) {
+        MPI_Info_set(info, "weft_atomic_method", argv[4]);
+        MPI_Info_set(info, "weft_lock_method", argv[5]);
+        MPI_Info_set(info, "weft_lock_protocol", argv[6]);
+    }
     MPI_File fh;
     MPI_OK(MPI_File_open(MPI_COMM_WORLD, argv[1], MPI_MODE_CREATE | MPI_MODE_RDWR, info, &fh));
     MPI_Info_free(&info);
