@@ -314,6 +314,7 @@ impl Client {
 
     /// Takes locks on an access (`total` stream bytes) for writing
     /// (`exclusive`) or reading, by `method` under `protocol`.
+    #[allow(clippy::too_many_arguments)]
     pub async fn lock_access(
         &self,
         locker: Locker,

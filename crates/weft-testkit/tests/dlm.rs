@@ -76,7 +76,7 @@ fn random_overlapping_patterns_from_several_clients_complete_and_exclude() {
                     scope.spawn(move || {
                         let client = cluster.client();
                         let locker = Locker::new(0);
-                        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (c + 1) * 7919);
+                        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ((c + 1) * 7919));
                         for round in 0..12u64 {
                             let regions = random_regions(&mut rng, SPAN);
                             let total: u64 = regions.iter().map(|r| r.length).sum();
