@@ -125,8 +125,11 @@ fn check_files(c: &BlockingClient, seeds: &[u64]) {
 }
 
 /// Removes `seeds`' files from the full disk and waits until statfs shows
-/// most of what they held free (reclaim is asynchronous and status rows
-/// are up to one status period old; bounded wait).
+/// most of what they held free (reclaim is asynchronous; bounded wait).
+/// statfs measures the answering server's disk at the request, so a row
+/// from before the fill cannot pass for freed space (it once did: the fill
+/// and the removal fit in one status period, and the new file then got
+/// `NoSpace` because the reclaim had not run yet).
 fn remove_and_wait_for_space(cluster: &Cluster, c: &BlockingClient, seeds: &[u64]) {
     for seed in seeds {
         c.unlink(&format!("/fill/f{seed}")).expect("remove on a full disk");
@@ -237,14 +240,7 @@ fn a_full_disk_answers_enospc_frees_space_on_remove_and_survives_kill_9() {
     c.mkdir("/fill", 0o755).unwrap();
     let mut kept: Vec<u64> = Vec::new();
     let mut next_seed = 0;
-    // Known bug (session note 2026-11-25): since the request-path and
-    // size-tracking merges a third cycle without a restart fails
-    // `check_usable`: the six removed files' datafiles are still on disk
-    // (reclaim did not remove them) and the wait for space passed on a
-    // stale statfs row, so a new 8 MiB file gets NoSpace after 6-7 MiB.
-    // Two cycles (one with kill -9) run here until it is fixed;
-    // WEFT_FULL_DISK_CYCLES=3 reproduces it.
-    let cycles: u64 = std::env::var("WEFT_FULL_DISK_CYCLES").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
+    let cycles: u64 = std::env::var("WEFT_FULL_DISK_CYCLES").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
     let mut restarts = 0;
     for cycle in 0..cycles {
         let (filled, partial) = fill(&c, next_seed);
