@@ -46,6 +46,8 @@ fn inline_write_bytes_max() -> usize {
 /// Serves `Write`: stores `length` uploaded bytes at `offset`.
 pub async fn write(service: &Arc<Service>, link: &mut Link, handle: Handle, offset: u64, length: u64) -> ReplyResult {
     check_range(offset, length)?;
+    // Refused whole rather than partly stored when the disk lacks room for it (issue 21).
+    service.bytestreams.check_space_for(length)?;
     let _guard = service.scheduler.shared(handle).await;
     let _change = service.begin_change(handle).await?;
     let mut received = 0u64;
