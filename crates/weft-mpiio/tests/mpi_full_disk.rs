@@ -38,7 +38,7 @@ fn full_disk(flavour: Flavour) {
     assert!(blocks >= 16, "only {blocks} MiB fitted on the disk");
     let client = cluster.client();
     assert!(client.stat("/full").is_err(), "/full was deleted");
-    assert_eq!(client.stat("/after").expect("stat /after").size, 8 << 20);
+    assert_eq!(client.stat("/after").expect("stat /after").size, (8 << 20) * flavour.ranks() as u64);
     let (disk_total, _) = disk.space();
     assert_eq!(client.statfs().expect("statfs").bytes_total, disk_total, "the shared disk counts once");
     let fsck = std::process::Command::new(weft_testkit::weft_bin())
