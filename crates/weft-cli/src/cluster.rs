@@ -188,7 +188,7 @@ pub fn mkfs(config: Option<PathBuf>, args: MkfsArgs) -> Result<(), String> {
         let service = runtime
             .block_on(weft_server::Service::open(config.clone(), id))
             .map_err(|e| format!("server {id}: {e}"))?;
-        runtime.block_on(service.committer.flush()).map_err(|e| format!("server {id}: {e}"))?;
+        runtime.block_on(service.metadata.committer.flush()).map_err(|e| format!("server {id}: {e}"))?;
         println!(
             "server {id}: storage ready at {}",
             config.server(id).map(|s| s.storage.display().to_string()).unwrap_or_default()

@@ -29,6 +29,9 @@
 //!   moved under itself: the destination's parent pointers are walked to
 //!   the root first (across servers with peer `GetAttr`).
 //! - statfs: every server's status, gathered by one tree collective.
+//!
+//! These are methods of [`Cluster`] (they talk to other servers); the
+//! records they read and commit are [`crate::metadata::Metadata`]'s.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -36,16 +39,17 @@ use std::sync::Arc;
 use rand::Rng;
 use weft_proto::message::{
     self, AttrChanges, CollectiveOp, CollectivePart, Credentials, DatafileStat, FileLayout, NewObject, ObjectKind,
-    Reply, ReplyResult, Request, ServerStatus,
+    Reply, ReplyResult, Request, ServerStatus, SettleStat,
 };
 use weft_proto::{Distribution, ErrorCode, Handle, WeftResult};
 
+use crate::cluster::Cluster;
 use crate::committer::IdAllocator;
 use crate::growth::Tracked;
+use crate::metadata::now_ns;
 use crate::namespace::{self, insert_entry, load_dir};
 use crate::perm::{self, EXEC, WRITE};
-use crate::service::{now_ns, Service};
-use crate::store::{ObjectRecord, Reader, SizeTracking, Writer};
+use crate::store::{ObjectRecord, SizeTracking, Writer};
 
 /// Arguments of an aggregate create.
 pub struct CreateArgs {
@@ -65,12 +69,12 @@ pub struct CreateArgs {
     pub exclusive: bool,
 }
 
-impl Service {
+impl Cluster {
     /// Data servers in the order a new file tries them: a random start
     /// (weighted by free space when the status table knows it), then
     /// round-robin; unreachable servers dropped.
     fn stripe_candidates(&self) -> Vec<u32> {
-        let servers = self.config.data_servers();
+        let servers = self.here.config.data_servers();
         if servers.is_empty() {
             return servers;
         }
@@ -94,18 +98,18 @@ impl Service {
 
     /// Aggregate create.
     pub async fn create_file(self: &Arc<Self>, args: CreateArgs) -> ReplyResult {
-        self.local(args.parent)?;
+        self.here.local(args.parent)?;
         message::validate_name(&args.name)?;
-        self.await_pools(&self.config.data_servers()).await;
+        self.await_pools(&self.here.config.data_servers()).await;
         let candidates = self.stripe_candidates();
         let this = self.clone();
         let now = now_ns();
-        self.commit(move |w, ids| this.create_file_txn(w, ids, &args, &candidates, now)).await
+        self.metadata.commit(move |w, ids| this.create_file_txn(w, ids, &args, &candidates, now)).await
     }
 
     fn distribution_for(&self, dir: &ObjectRecord, args: &CreateArgs) -> WeftResult<Distribution> {
-        let default = dir.default_distribution.unwrap_or(self.config.default_distribution());
-        let data_servers = self.config.data_servers().len() as u32;
+        let default = dir.default_distribution.unwrap_or(self.here.config.default_distribution());
+        let data_servers = self.here.config.data_servers().len() as u32;
         let distribution = Distribution {
             strip_bytes: args.strip_bytes.unwrap_or(default.strip_bytes),
             stripe_count: args.stripe_count.unwrap_or(default.stripe_count).min(data_servers),
@@ -131,7 +135,7 @@ impl Service {
             };
         }
         let mut distribution = self.distribution_for(&dir, args)?;
-        let own_target = self.config.primary_target(self.server_id).ok_or(ErrorCode::Invalid)?;
+        let own_target = self.here.config.primary_target(self.here.server_id).ok_or(ErrorCode::Invalid)?;
         let metafile = ids.allocate(w, own_target)?;
         let datafiles = self.take_datafiles(w, ids, candidates, distribution.stripe_count as usize, now)?;
         if datafiles.is_empty() {
@@ -160,11 +164,11 @@ impl Service {
             if datafiles.len() == wanted {
                 break;
             }
-            let target = self.config.primary_target(*server).ok_or(ErrorCode::Invalid)?;
-            if *server == self.server_id {
+            let target = self.here.config.primary_target(*server).ok_or(ErrorCode::Invalid)?;
+            if *server == self.here.server_id {
                 let handle = ids.allocate(w, target)?;
                 let mut record = ObjectRecord::new(ObjectKind::Datafile, 0o600, 0, 0, now);
-                record.tracking = Some(SizeTracking::Datafile(self.server_id));
+                record.tracking = Some(SizeTracking::Datafile(self.here.server_id));
                 w.put_object(handle, &record)?;
                 datafiles.push(handle);
             } else if let Some(handle) = crate::pools::take(w, target, *server)? {
@@ -177,16 +181,9 @@ impl Service {
     /// Aggregate stat: attributes plus datafile stats, settled ones from
     /// the record and growing ones asked along the tree ([`crate::growth`]).
     pub async fn stat_file(self: &Arc<Self>, handle: Handle) -> ReplyResult {
-        self.local(handle)?;
-        let (attributes, tracked) = self.read(move |s, r| s.tracked_attributes(r, handle)).await?;
+        self.here.local(handle)?;
+        let (attributes, tracked) = self.metadata.read(move |s, r| s.tracked_attributes(r, handle)).await?;
         self.stat_reply(attributes, tracked).await
-    }
-
-    /// Attributes of `handle` and, for a metafile, its size tracking, read together.
-    fn tracked_attributes(&self, r: &Reader, handle: Handle) -> WeftResult<(message::Attributes, Tracked)> {
-        let record = r.object(handle)?;
-        let local_size = if record.kind == ObjectKind::Datafile { self.bytestreams.stat(handle)?.0 } else { 0 };
-        Ok((record.attributes(handle, local_size), crate::growth::tracked(r, &record)?))
     }
 
     async fn stat_reply(self: &Arc<Self>, attributes: message::Attributes, tracked: Tracked) -> ReplyResult {
@@ -204,9 +201,10 @@ impl Service {
     /// sizes, when the object is stored here; else the entry, for the
     /// client to continue from (a symlink to follow, an object elsewhere).
     pub async fn stat_entry(self: &Arc<Self>, cred: Credentials, parent: Handle, name: String) -> ReplyResult {
-        self.local(parent)?;
+        self.here.local(parent)?;
         message::validate_name(&name)?;
         let found = self
+            .metadata
             .read(move |s, r| {
                 let dir = r.object(parent).map_err(|e| if e == ErrorCode::Stale { ErrorCode::NoEntry } else { e })?;
                 if dir.kind != ObjectKind::Directory {
@@ -214,7 +212,7 @@ impl Service {
                 }
                 perm::check(&cred, &dir, EXEC)?;
                 let (handle, kind) = r.dirent(parent, &name)?.ok_or(ErrorCode::NoEntry)?;
-                let here = s.config.server_of_handle(handle) == Some(s.server_id);
+                let here = s.here.is_local(handle);
                 if kind == ObjectKind::Symlink || !here {
                     return Ok(Err(Reply::Entry { handle, kind }));
                 }
@@ -236,9 +234,12 @@ impl Service {
     ) -> WeftResult<Vec<(Vec<Handle>, CollectivePart)>> {
         let mut by_server: BTreeMap<u32, Vec<Handle>> = BTreeMap::new();
         for handle in datafiles {
-            by_server.entry(self.config.server_of_handle(*handle).ok_or(ErrorCode::Stale)?).or_default().push(*handle);
+            by_server
+                .entry(self.here.config.server_of_handle(*handle).ok_or(ErrorCode::Stale)?)
+                .or_default()
+                .push(*handle);
         }
-        let groups = crate::tree::groups_rooted_at(self.server_id, by_server);
+        let groups = crate::tree::groups_rooted_at(self.here.server_id, by_server);
         let result = crate::tree::run(self, operation, groups.clone(), 0, 0).await?;
         groups.into_iter().zip(result.parts).map(|(group, (_, part))| Ok((group.handles, part?))).collect()
     }
@@ -259,15 +260,6 @@ impl Service {
         datafiles.iter().map(|h| sizes.get(h).copied().ok_or(ErrorCode::Protocol)).collect()
     }
 
-    /// Local sizes of datafiles stored here (a `DatafileSizes` share).
-    pub fn local_datafile_stats(&self, handles: &[Handle]) -> WeftResult<Vec<WeftResult<DatafileStat>>> {
-        if handles.len() > weft_proto::limits::BATCH_HANDLES_MAX as usize {
-            return Err(ErrorCode::Invalid);
-        }
-        let reader = self.store.read()?;
-        Ok(handles.iter().map(|h| self.datafile_stat(&reader, *h)).collect())
-    }
-
     /// Aggregate unlink (`expect_directory` not `Some(true)`) or rmdir.
     pub async fn remove_entry(
         self: &Arc<Self>,
@@ -276,23 +268,25 @@ impl Service {
         name: String,
         expect_directory: Option<bool>,
     ) -> ReplyResult {
-        self.local(parent)?;
+        self.here.local(parent)?;
         message::validate_name(&name)?;
         let lookup_name = name.clone();
-        let (target, kind) = self.read(move |_, r| r.dirent(parent, &lookup_name)?.ok_or(ErrorCode::NoEntry)).await?;
+        let (target, kind) =
+            self.metadata.read(move |_, r| r.dirent(parent, &lookup_name)?.ok_or(ErrorCode::NoEntry)).await?;
         if kind == ObjectKind::Directory && expect_directory != Some(false) {
             return self.remove_directory(cred, parent, name, target).await;
         }
         let this = self.clone();
         let now = now_ns();
-        self.commit(move |w, _| {
-            let removed = namespace::remove_dirent(w, &cred, parent, &name, expect_directory, now)?;
-            if let Reply::Removed { handle, .. } = removed {
-                this.destroy_or_queue(w, handle)?;
-            }
-            Ok(Reply::Done)
-        })
-        .await?;
+        self.metadata
+            .commit(move |w, _| {
+                let removed = namespace::remove_dirent(w, &cred, parent, &name, expect_directory, now)?;
+                if let Reply::Removed { handle, .. } = removed {
+                    this.destroy_or_queue(w, handle)?;
+                }
+                Ok(Reply::Done)
+            })
+            .await?;
         self.reclaim_wake.notify_one();
         Ok(Reply::Done)
     }
@@ -305,39 +299,41 @@ impl Service {
         dir: Handle,
     ) -> ReplyResult {
         let now = now_ns();
-        let local = self.config.server_of_handle(dir) == Some(self.server_id);
+        let local = self.here.config.server_of_handle(dir) == Some(self.here.server_id);
         if !local {
             // Permission first, so a refused rmdir removes nothing.
             let check_cred = cred.clone();
-            self.read(move |_, r| {
-                let record = r.object(parent)?;
-                perm::check(&check_cred, &record, WRITE | EXEC)
-            })
-            .await?;
-            let server = self.config.server_of_handle(dir).ok_or(ErrorCode::Stale)?;
+            self.metadata
+                .read(move |_, r| {
+                    let record = r.object(parent)?;
+                    perm::check(&check_cred, &record, WRITE | EXEC)
+                })
+                .await?;
+            let server = self.here.config.server_of_handle(dir).ok_or(ErrorCode::Stale)?;
             match self.peers.call(server, Request::RemoveObject { handle: dir }).await {
                 Ok(_) | Err(ErrorCode::Stale) => {}
                 Err(code) => return Err(code),
             }
         }
         let this = self.clone();
-        self.commit(move |w, _| {
-            match w.dirent(parent, &name)? {
-                Some((_, handle, ObjectKind::Directory)) if handle == dir => {}
-                Some(_) | None => return Err(ErrorCode::NoEntry),
-            }
-            if local {
-                let record = w.object(dir)?;
-                if record.entry_count > 0 {
-                    return Err(ErrorCode::NotEmpty);
+        self.metadata
+            .commit(move |w, _| {
+                match w.dirent(parent, &name)? {
+                    Some((_, handle, ObjectKind::Directory)) if handle == dir => {}
+                    Some(_) | None => return Err(ErrorCode::NoEntry),
                 }
-                perm::check(&cred, &load_dir(w, parent)?, WRITE | EXEC)?;
-                this.destroy_local(w, dir)?;
-            }
-            namespace::remove_dirent(w, &cred, parent, &name, Some(true), now)?;
-            Ok(Reply::Done)
-        })
-        .await
+                if local {
+                    let record = w.object(dir)?;
+                    if record.entry_count > 0 {
+                        return Err(ErrorCode::NotEmpty);
+                    }
+                    perm::check(&cred, &load_dir(w, parent)?, WRITE | EXEC)?;
+                    this.destroy_local(w, dir)?;
+                }
+                namespace::remove_dirent(w, &cred, parent, &name, Some(true), now)?;
+                Ok(Reply::Done)
+            })
+            .await
     }
 
     /// Aggregate mkdir.
@@ -348,17 +344,18 @@ impl Service {
         name: String,
         mode: u32,
     ) -> ReplyResult {
-        self.local(parent)?;
+        self.here.local(parent)?;
         message::validate_name(&name)?;
-        let servers = self.config.metadata_servers();
+        let servers = self.here.config.metadata_servers();
         let reachable: Vec<u32> = servers.iter().copied().filter(|s| !self.is_down(*s)).collect();
-        let chosen = reachable.get(self.placement_index(&reachable)).copied().unwrap_or(self.server_id);
+        let chosen = reachable.get(self.placement_index(&reachable)).copied().unwrap_or(self.here.server_id);
         let now = now_ns();
-        if chosen == self.server_id {
-            return self.commit(move |w, ids| mkdir_txn(w, ids, &cred, parent, &name, mode, now)).await;
+        if chosen == self.here.server_id {
+            return self.metadata.commit(move |w, ids| mkdir_txn(w, ids, &cred, parent, &name, mode, now)).await;
         }
         let check = (cred.clone(), name.clone());
         let default_distribution = self
+            .metadata
             .read(move |_, r| {
                 let record = r.object(parent).map_err(|_| ErrorCode::NoEntry)?;
                 perm::check(&check.0, &record, WRITE | EXEC)?;
@@ -368,19 +365,20 @@ impl Service {
                 }
             })
             .await?;
-        let target_id = self.config.primary_target(chosen).ok_or(ErrorCode::Invalid)?;
+        let target_id = self.here.config.primary_target(chosen).ok_or(ErrorCode::Invalid)?;
         let object = NewObject::Directory { default_distribution, parent };
         let request = Request::CreateObject { cred: cred.clone(), target_id, mode, object };
         let Reply::Handle(dir) = self.peers.call(chosen, request).await? else {
             return Err(ErrorCode::Protocol);
         };
         let entered = self
+            .metadata
             .commit(move |w, _| namespace::create_dirent(w, &cred, parent, &name, dir, ObjectKind::Directory, now))
             .await;
         if let Err(code) = entered {
             // Lost a race for the name: the unnamed directory goes through the queue.
             let this = self.clone();
-            let _ = self.commit(move |w, _| this.destroy_or_queue(w, dir).map(|_| Reply::Done)).await;
+            let _ = self.metadata.commit(move |w, _| this.destroy_or_queue(w, dir).map(|_| Reply::Done)).await;
             self.reclaim_wake.notify_one();
             return Err(code);
         }
@@ -396,12 +394,12 @@ impl Service {
         new_parent: Handle,
         new_name: String,
     ) -> ReplyResult {
-        self.local(old_parent)?;
+        self.here.local(old_parent)?;
         message::validate_name(&old_name)?;
         message::validate_name(&new_name)?;
         let lookup_name = old_name.clone();
         let (source, kind) =
-            self.read(move |_, r| r.dirent(old_parent, &lookup_name)?.ok_or(ErrorCode::NoEntry)).await?;
+            self.metadata.read(move |_, r| r.dirent(old_parent, &lookup_name)?.ok_or(ErrorCode::NoEntry)).await?;
         if kind == ObjectKind::Directory && old_parent != new_parent && self.is_within(new_parent, source).await? {
             return Err(ErrorCode::Invalid);
         }
@@ -409,20 +407,22 @@ impl Service {
             self.check_destination_empty(&cred, new_parent, &new_name, source).await?;
         }
         let now = now_ns();
-        if self.config.server_of_handle(new_parent) == Some(self.server_id) {
+        if self.here.config.server_of_handle(new_parent) == Some(self.here.server_id) {
             let this = self.clone();
             let rename_cred = cred.clone();
-            self.commit(move |w, _| {
-                let replaced = namespace::rename(w, &rename_cred, old_parent, &old_name, new_parent, &new_name, now)?;
-                if let Reply::Replaced(Some((old, _))) = replaced {
-                    this.destroy_or_queue(w, old)?;
-                }
-                Ok(Reply::Done)
-            })
-            .await?;
+            self.metadata
+                .commit(move |w, _| {
+                    let replaced =
+                        namespace::rename(w, &rename_cred, old_parent, &old_name, new_parent, &new_name, now)?;
+                    if let Reply::Replaced(Some((old, _))) = replaced {
+                        this.destroy_or_queue(w, old)?;
+                    }
+                    Ok(Reply::Done)
+                })
+                .await?;
             self.reclaim_wake.notify_one();
             // namespace::rename moved the parent pointer of a directory stored here.
-            let elsewhere = self.config.server_of_handle(source) != Some(self.server_id);
+            let elsewhere = self.here.config.server_of_handle(source) != Some(self.here.server_id);
             if kind == ObjectKind::Directory && old_parent != new_parent && elsewhere {
                 self.set_remote_parent(cred, source, new_parent).await?;
             }
@@ -443,8 +443,8 @@ impl Service {
         kind: ObjectKind,
     ) -> ReplyResult {
         let check_cred = cred.clone();
-        self.read(move |_, r| perm::check(&check_cred, &r.object(old_parent)?, WRITE | EXEC)).await?;
-        let destination = self.config.server_of_handle(new_parent).ok_or(ErrorCode::Stale)?;
+        self.metadata.read(move |_, r| perm::check(&check_cred, &r.object(old_parent)?, WRITE | EXEC)).await?;
+        let destination = self.here.config.server_of_handle(new_parent).ok_or(ErrorCode::Stale)?;
         let replace =
             Request::ReplaceDirent { cred: cred.clone(), parent: new_parent, name: new_name, target: source, kind };
         let Reply::Replaced(replaced) = self.peers.call(destination, replace).await? else {
@@ -453,21 +453,22 @@ impl Service {
         let now = now_ns();
         let this = self.clone();
         let remove_cred = cred.clone();
-        self.commit(move |w, _| {
-            // Check before writing: a failing operation must leave the
-            // batch's shared transaction untouched.
-            if let Some((old, ObjectKind::Directory)) = replaced {
-                if w.object(old).is_ok_and(|dir| dir.entry_count > 0) {
-                    return Err(ErrorCode::NotEmpty);
+        self.metadata
+            .commit(move |w, _| {
+                // Check before writing: a failing operation must leave the
+                // batch's shared transaction untouched.
+                if let Some((old, ObjectKind::Directory)) = replaced {
+                    if w.object(old).is_ok_and(|dir| dir.entry_count > 0) {
+                        return Err(ErrorCode::NotEmpty);
+                    }
                 }
-            }
-            namespace::remove_dirent(w, &remove_cred, old_parent, &old_name, None, now)?;
-            if let Some((old, _)) = replaced {
-                this.destroy_or_queue(w, old)?;
-            }
-            Ok(Reply::Done)
-        })
-        .await?;
+                namespace::remove_dirent(w, &remove_cred, old_parent, &old_name, None, now)?;
+                if let Some((old, _)) = replaced {
+                    this.destroy_or_queue(w, old)?;
+                }
+                Ok(Reply::Done)
+            })
+            .await?;
         self.reclaim_wake.notify_one();
         if kind == ObjectKind::Directory {
             self.set_remote_parent(cred, source, new_parent).await?;
@@ -478,10 +479,10 @@ impl Service {
     /// Points a moved directory's parent pointer at `new_parent`.
     async fn set_remote_parent(self: &Arc<Self>, cred: Credentials, dir: Handle, new_parent: Handle) -> WeftResult<()> {
         let changes = AttrChanges { parent: Some(new_parent), ..AttrChanges::default() };
-        let server = self.config.server_of_handle(dir).ok_or(ErrorCode::Stale)?;
-        if server == self.server_id {
+        let server = self.here.config.server_of_handle(dir).ok_or(ErrorCode::Stale)?;
+        if server == self.here.server_id {
             let now = now_ns();
-            self.commit(move |w, _| namespace::set_attr(w, &cred, dir, changes, now)).await?;
+            self.metadata.commit(move |w, _| namespace::set_attr(w, &cred, dir, changes, now)).await?;
         } else {
             self.peers.call(server, Request::SetAttr { cred, handle: dir, changes }).await?;
         }
@@ -498,10 +499,10 @@ impl Service {
         name: &str,
         source: Handle,
     ) -> WeftResult<()> {
-        let server = self.config.server_of_handle(parent).ok_or(ErrorCode::Stale)?;
-        let existing = if server == self.server_id {
+        let server = self.here.config.server_of_handle(parent).ok_or(ErrorCode::Stale)?;
+        let existing = if server == self.here.server_id {
             let name = name.to_string();
-            self.read(move |_, r| r.dirent(parent, &name)).await?
+            self.metadata.read(move |_, r| r.dirent(parent, &name)).await?
         } else {
             let lookup = Request::Lookup { cred: cred.clone(), parent, name: name.to_string() };
             match self.peers.call(server, lookup).await {
@@ -522,9 +523,9 @@ impl Service {
     }
 
     async fn remote_attributes(self: &Arc<Self>, handle: Handle) -> WeftResult<message::Attributes> {
-        let server = self.config.server_of_handle(handle).ok_or(ErrorCode::Stale)?;
-        if server == self.server_id {
-            return self.read(move |s, r| s.attributes(r, handle)).await;
+        let server = self.here.config.server_of_handle(handle).ok_or(ErrorCode::Stale)?;
+        if server == self.here.server_id {
+            return self.metadata.read(move |s, r| s.attributes(r, handle)).await;
         }
         match self.peers.call(server, Request::GetAttr { handle }).await? {
             Reply::Attributes(attributes) => Ok(attributes),
@@ -540,14 +541,66 @@ impl Service {
         weft_proto::ancestry::is_within(candidate, dir, parent_of).await
     }
 
+    /// Metadata server: the stats of `metafile`'s datafiles (layout order),
+    /// from its record where settled, asking only the growing ones;
+    /// settles those found idle.
+    pub async fn datafile_stats_of(
+        self: &Arc<Self>,
+        metafile: Handle,
+        datafiles: &[Handle],
+        tracked: Tracked,
+    ) -> WeftResult<Vec<DatafileStat>> {
+        let Some(mut stats) = tracked.settled else {
+            return self.gather_sizes(datafiles).await;
+        };
+        let growing: Vec<usize> = (0..datafiles.len()).filter(|i| tracked.marks[*i].is_some()).collect();
+        if growing.is_empty() {
+            return Ok(stats);
+        }
+        let asked: Vec<Handle> = growing.iter().map(|i| datafiles[*i]).collect();
+        let answers = self.gather_settle(&asked).await?;
+        let mut settled = Vec::new();
+        for (index, answer) in growing.into_iter().zip(answers) {
+            stats[index] = answer.stat;
+            if answer.idle {
+                settled.push((index, datafiles[index], tracked.marks[index].unwrap_or(0), answer.stat));
+            }
+        }
+        if !settled.is_empty() {
+            // Best effort: the answer stands; an unsettled datafile stays growing.
+            if let Err(code) = self.metadata.commit(move |w, _| crate::growth::settle_txn(w, metafile, &settled)).await
+            {
+                tracing::warn!("settling the sizes of {metafile:?} failed: {code:?}");
+            }
+        }
+        Ok(stats)
+    }
+
+    async fn gather_settle(self: &Arc<Self>, datafiles: &[Handle]) -> WeftResult<Vec<SettleStat>> {
+        let parts = self.gather(CollectiveOp::SettleSizes, datafiles).await?;
+        let mut answers = BTreeMap::new();
+        for (handles, part) in parts {
+            match part {
+                CollectivePart::Settle(stats) if stats.len() == handles.len() => {
+                    for (handle, stat) in handles.into_iter().zip(stats) {
+                        answers.insert(handle, stat?);
+                    }
+                }
+                _ => return Err(ErrorCode::Protocol),
+            }
+        }
+        datafiles.iter().map(|h| answers.get(h).copied().ok_or(ErrorCode::Protocol)).collect()
+    }
+
     /// Every server's status, gathered along the tree (one part per server;
     /// a server that does not answer is left out).
     pub async fn status_table(self: &Arc<Self>) -> WeftResult<Vec<ServerStatus>> {
         if let Some(table) = self.composed_status_now() {
             return Ok(table);
         }
-        let by_server: BTreeMap<u32, Vec<Handle>> = self.config.servers.iter().map(|s| (s.id, Vec::new())).collect();
-        let groups = crate::tree::groups_rooted_at(self.server_id, by_server);
+        let by_server: BTreeMap<u32, Vec<Handle>> =
+            self.here.config.servers.iter().map(|s| (s.id, Vec::new())).collect();
+        let groups = crate::tree::groups_rooted_at(self.here.server_id, by_server);
         let result = crate::tree::run(self, CollectiveOp::Status, groups, 0, 0).await?;
         let mut table: Vec<ServerStatus> = result
             .parts

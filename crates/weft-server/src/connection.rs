@@ -151,7 +151,7 @@ impl Connection {
             Ok(request) => request,
             Err(code) => return self.send_reply(request_id, Err(code)).await,
         };
-        self.service.counters.request(request.kind_name());
+        self.service.storage.counters.request(request.kind_name());
         let is_write =
             matches!(request, Request::Write { .. } | Request::WriteList { .. } | Request::WriteDatatype { .. });
         if !frame.payload.is_empty() && !is_write {
@@ -196,10 +196,10 @@ impl RequestTask {
         let reply = crate::dispatch::dispatch(&self.service, request, &mut link).await;
         drop(link);
         if let Ok(Reply::Io { bytes, .. }) = &reply {
-            self.service.counters.bytes(kind, *bytes);
+            self.service.storage.counters.bytes(kind, *bytes);
         }
         self.uploads.lock().expect("uploads lock").remove(&self.request_id);
-        self.service.counters.latency(kind, self.arrived.elapsed());
+        self.service.storage.counters.latency(kind, self.arrived.elapsed());
         // The slot is free before the reply can reach the client, so a
         // client that keeps exactly the limit in flight is never refused.
         self.inflight.fetch_sub(1, Ordering::AcqRel);

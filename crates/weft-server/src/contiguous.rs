@@ -22,8 +22,9 @@ use weft_proto::message::{Reply, ReplyResult};
 use weft_proto::{ErrorCode, Handle, WeftResult};
 
 use crate::link::Link;
+use crate::metadata::Metadata;
 use crate::ranges::RangeMode;
-use crate::service::Service;
+use crate::storage::Storage;
 
 /// Largest write done inline on the runtime worker when the datafile is
 /// already open (see ARCHITECTURE.md, design decisions: measured).
@@ -44,12 +45,19 @@ fn inline_write_bytes_max() -> usize {
 }
 
 /// Serves `Write`: stores `length` uploaded bytes at `offset`.
-pub async fn write(service: &Arc<Service>, link: &mut Link, handle: Handle, offset: u64, length: u64) -> ReplyResult {
+pub async fn write(
+    storage: &Arc<Storage>,
+    metadata: &Metadata,
+    link: &mut Link,
+    handle: Handle,
+    offset: u64,
+    length: u64,
+) -> ReplyResult {
     check_range(offset, length)?;
     // Refused whole rather than partly stored when the disk lacks room for it (issue 21).
-    service.bytestreams.check_space_for(length)?;
-    let _guard = service.scheduler.shared(handle).await;
-    let _change = service.begin_change(handle).await?;
+    storage.datafiles.check_space_for(length)?;
+    let _guard = storage.scheduler.shared(handle).await;
+    let _change = metadata.begin_change(handle).await?;
     let mut received = 0u64;
     let mut local_size = None;
     while received < length {
@@ -63,10 +71,10 @@ pub async fn write(service: &Arc<Service>, link: &mut Link, handle: Handle, offs
         }
         received += payload.len() as u64;
         let last = received == length;
-        local_size = store_chunk(service, handle, offset + stream_offset, payload, last).await?;
+        local_size = store_chunk(storage, handle, offset + stream_offset, payload, last).await?;
         link.grant_credit().await;
     }
-    io_reply(service, handle, length, local_size).await
+    io_reply(storage, handle, length, local_size).await
 }
 
 /// Writes one chunk, inline if small and the datafile is open, else on
@@ -74,7 +82,7 @@ pub async fn write(service: &Arc<Service>, link: &mut Link, handle: Handle, offs
 /// size in the same step (the last chunk of a request, saving the reply
 /// its own trip to the pool).
 async fn store_chunk(
-    service: &Arc<Service>,
+    storage: &Arc<Storage>,
     handle: Handle,
     offset: u64,
     payload: Vec<u8>,
@@ -84,23 +92,23 @@ async fn store_chunk(
     if payload.len() <= inline_write_bytes_max() {
         // Shared: excludes only overlapping sieving read-modify-writes (see
         // crate::ranges); one in progress sends this write to the pool.
-        let stored = match service.ranges.try_lock(handle, offset, end, RangeMode::Shared) {
-            Some(_range) => service.bytestreams.try_write_at(handle, offset, &payload),
+        let stored = match storage.ranges.try_lock(handle, offset, end, RangeMode::Shared) {
+            Some(_range) => storage.datafiles.try_write_at(handle, offset, &payload),
             None => None,
         };
         if let Some(stored) = stored {
-            service.counters.syscalls(1);
+            storage.counters.syscalls(1);
             stored?;
-            return if then_size { Ok(Some(size_now(service, handle).await?)) } else { Ok(None) };
+            return if then_size { Ok(Some(size_now(storage, handle).await?)) } else { Ok(None) };
         }
     }
-    let service = service.clone();
+    let storage = storage.clone();
     tokio::task::spawn_blocking(move || {
-        let _range = service.ranges.lock(handle, offset, end, RangeMode::Shared);
-        service.counters.syscalls(1);
-        service.bytestreams.write_at(handle, offset, &payload)?;
+        let _range = storage.ranges.lock(handle, offset, end, RangeMode::Shared);
+        storage.counters.syscalls(1);
+        storage.datafiles.write_at(handle, offset, &payload)?;
         if then_size {
-            Ok(Some(service.bytestreams.stat(handle)?.0))
+            Ok(Some(storage.datafiles.stat(handle)?.0))
         } else {
             Ok(None)
         }
@@ -110,33 +118,40 @@ async fn store_chunk(
 }
 
 /// The local size: inline from the open descriptor, else from the pool.
-async fn size_now(service: &Arc<Service>, handle: Handle) -> WeftResult<u64> {
-    match service.bytestreams.try_stat(handle) {
+async fn size_now(storage: &Arc<Storage>, handle: Handle) -> WeftResult<u64> {
+    match storage.datafiles.try_stat(handle) {
         Some(stat) => Ok(stat?.0),
-        None => local_size_of(service, handle).await,
+        None => local_size_of(storage, handle).await,
     }
 }
 
 /// The datafile's local size (one trip to the blocking pool).
-pub async fn local_size_of(service: &Arc<Service>, handle: Handle) -> WeftResult<u64> {
-    let service = service.clone();
+pub async fn local_size_of(storage: &Arc<Storage>, handle: Handle) -> WeftResult<u64> {
+    let storage = storage.clone();
     let (size, _) =
-        tokio::task::spawn_blocking(move || service.bytestreams.stat(handle)).await.map_err(|_| ErrorCode::Io)??;
+        tokio::task::spawn_blocking(move || storage.datafiles.stat(handle)).await.map_err(|_| ErrorCode::Io)??;
     Ok(size)
 }
 
 /// Serves `Read`: streams up to `length` bytes at `offset` (short at the
 /// local end of file).
-pub async fn read(service: &Arc<Service>, link: &Link, handle: Handle, offset: u64, length: u64) -> ReplyResult {
+pub async fn read(
+    storage: &Arc<Storage>,
+    metadata: &Metadata,
+    link: &Link,
+    handle: Handle,
+    offset: u64,
+    length: u64,
+) -> ReplyResult {
     check_range(offset, length)?;
-    let _guard = service.scheduler.shared(handle).await;
-    service.check_datafile(handle).await?;
+    let _guard = storage.scheduler.shared(handle).await;
+    metadata.check_datafile(handle).await?;
     let mut done = 0u64;
     let mut local_size = None;
     while done < length {
         let want = (length - done).min(CHUNK_BYTES_MAX as u64) as usize;
         let last = done + want as u64 == length;
-        let (chunk, size) = read_chunk(service, handle, offset + done, want, last).await?;
+        let (chunk, size) = read_chunk(storage, handle, offset + done, want, last).await?;
         local_size = size;
         let got = chunk.len();
         if got > 0 {
@@ -147,15 +162,15 @@ pub async fn read(service: &Arc<Service>, link: &Link, handle: Handle, offset: u
             break;
         }
     }
-    io_reply(service, handle, done, local_size).await
+    io_reply(storage, handle, done, local_size).await
 }
 
 /// A data request's reply: `bytes` moved and the datafile's local size
 /// (asked now if no chunk brought it back).
-async fn io_reply(service: &Arc<Service>, handle: Handle, bytes: u64, local_size: Option<u64>) -> ReplyResult {
+async fn io_reply(storage: &Arc<Storage>, handle: Handle, bytes: u64, local_size: Option<u64>) -> ReplyResult {
     let local_size = match local_size {
         Some(size) => size,
-        None => local_size_of(service, handle).await?,
+        None => local_size_of(storage, handle).await?,
     };
     Ok(Reply::Io { bytes, local_size })
 }
@@ -164,7 +179,7 @@ async fn io_reply(service: &Arc<Service>, handle: Handle, bytes: u64, local_size
 /// on the blocking pool. The local size comes with the last (or a short)
 /// chunk, in the same step.
 async fn read_chunk(
-    service: &Arc<Service>,
+    storage: &Arc<Storage>,
     handle: Handle,
     at: u64,
     want: usize,
@@ -172,19 +187,19 @@ async fn read_chunk(
 ) -> WeftResult<(Vec<u8>, Option<u64>)> {
     let mut buf = vec![0u8; want];
     if inline_read() {
-        if let Some(n) = service.bytestreams.try_read_at(handle, at, &mut buf)? {
-            service.counters.syscalls(1);
+        if let Some(n) = storage.datafiles.try_read_at(handle, at, &mut buf)? {
+            storage.counters.syscalls(1);
             buf.truncate(n);
-            let size = if last || n < want { Some(size_now(service, handle).await?) } else { None };
+            let size = if last || n < want { Some(size_now(storage, handle).await?) } else { None };
             return Ok((buf, size));
         }
     }
-    let service = service.clone();
+    let storage = storage.clone();
     tokio::task::spawn_blocking(move || {
-        service.counters.syscalls(1);
-        let n = service.bytestreams.read_at(handle, at, &mut buf)?;
+        storage.counters.syscalls(1);
+        let n = storage.datafiles.read_at(handle, at, &mut buf)?;
         buf.truncate(n);
-        let size = if last || n < want { Some(service.bytestreams.stat(handle)?.0) } else { None };
+        let size = if last || n < want { Some(storage.datafiles.stat(handle)?.0) } else { None };
         Ok::<_, ErrorCode>((buf, size))
     })
     .await

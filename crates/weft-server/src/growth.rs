@@ -8,6 +8,11 @@
 //! settled stat. So a stat of a file nobody is writing is answered from
 //! the metafile's record alone, and only the growing datafiles are asked.
 //!
+//! Where the code is: [`Growth`] (in [`crate::storage::Storage`]) and the
+//! transactions here; the mark in [`crate::metadata::Metadata::begin_change`];
+//! the settle in [`crate::cluster::Cluster::datafile_stats_of`]
+//! ([`crate::aggregate`]).
+//!
 //! Data server side ([`Growth`], in memory): before a write or truncate
 //! changes a datafile that is not *marked* here, the data server sends
 //! `MarkGrowing` to the datafile's metadata server
@@ -29,14 +34,13 @@
 //! makes no peer call, so no cycle can form, and a reclaim (exclusive)
 //! cannot remove the datafile between its mark and its change.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use weft_proto::message::{CollectiveOp, CollectivePart, DatafileStat, ObjectKind, Reply, Request, SettleStat};
+use weft_proto::message::{DatafileStat, ObjectKind, Reply};
 use weft_proto::{limits, ErrorCode, Handle, WeftResult};
 
-use crate::service::Service;
 use crate::store::{HandleTable, ObjectRecord, Reader, SizeTracking, Writer};
 
 /// A datafile with no change for this long (and none in flight) is idle:
@@ -82,7 +86,7 @@ impl Drop for ChangeGuard {
 
 impl Growth {
     /// Counts a change of `handle` in; true when it must be marked first.
-    fn enter(self: &Arc<Self>, handle: Handle) -> (ChangeGuard, bool) {
+    pub(crate) fn enter(self: &Arc<Self>, handle: Handle) -> (ChangeGuard, bool) {
         let mut active = self.active.lock().expect("growth lock");
         if active.len() >= TRACKED_MAX {
             active.retain(|_, a| a.inflight > 0 || a.last_end.elapsed() < QUIET);
@@ -93,7 +97,7 @@ impl Growth {
         (ChangeGuard { growth: self.clone(), handle }, !activity.marked)
     }
 
-    fn set_marked(&self, handle: Handle) {
+    pub(crate) fn set_marked(&self, handle: Handle) {
         if let Some(activity) = self.active.lock().expect("growth lock").get_mut(&handle) {
             activity.marked = true;
         }
@@ -101,7 +105,7 @@ impl Growth {
 
     /// Whether `handle` is idle; an idle datafile is forgotten, so its next
     /// change is marked again.
-    fn take_idle(&self, handle: Handle) -> bool {
+    pub(crate) fn take_idle(&self, handle: Handle) -> bool {
         let mut active = self.active.lock().expect("growth lock");
         match active.get(&handle) {
             None => true,
@@ -117,9 +121,9 @@ impl Growth {
 /// What a metafile's server read about its datafiles, in one transaction.
 pub struct Tracked {
     /// Settled stats in layout order (`None`: not tracked, always gathered).
-    settled: Option<Vec<DatafileStat>>,
+    pub(crate) settled: Option<Vec<DatafileStat>>,
     /// Per datafile, the generation of its `growing` row.
-    marks: Vec<Option<u32>>,
+    pub(crate) marks: Vec<Option<u32>>,
 }
 
 /// Reads the size tracking of metafile `record` (anything else: nothing to track).
@@ -167,116 +171,13 @@ pub fn fresh_metafile(datafiles: usize) -> SizeTracking {
     SizeTracking::Metafile(vec![DatafileStat { local_size: 0, mtime_ns: 0 }; datafiles])
 }
 
-impl Service {
-    /// Data server: checks that `handle` is a datafile stored here and, if
-    /// it is not marked, marks it at its metadata server; the guard counts
-    /// the change as in flight until dropped. Every write and truncate of a
-    /// datafile holds one while it changes the bytes.
-    pub async fn begin_change(self: &Arc<Self>, handle: Handle) -> WeftResult<ChangeGuard> {
-        self.check_datafile(handle).await?;
-        let (guard, unmarked) = self.growth.enter(handle);
-        if unmarked {
-            // The record is read only on a transition (check_datafile remembers it).
-            let owner = self
-                .read(move |_, r| match r.object(handle)?.tracking {
-                    Some(SizeTracking::Datafile(server)) => Ok(Some(server)),
-                    // Reserved before records named their server: the reservation does.
-                    _ => r.handle_row(HandleTable::Reserved, handle),
-                })
-                .await?;
-            if let Some(owner) = owner {
-                self.mark_growing_at(owner, handle).await?;
-            }
-            self.growth.set_marked(handle);
-        }
-        Ok(guard)
-    }
-
-    async fn mark_growing_at(self: &Arc<Self>, owner: u32, handle: Handle) -> WeftResult<()> {
-        if owner == self.server_id {
-            self.commit(move |w, _| mark_txn(w, &[handle])).await?;
-            return Ok(());
-        }
-        match self.peers.call(owner, Request::MarkGrowing { datafiles: vec![handle] }).await? {
-            Reply::Done => Ok(()),
-            _ => Err(ErrorCode::Protocol),
-        }
-    }
-
-    /// Metadata server: `MarkGrowing`.
-    pub async fn mark_growing(self: &Arc<Self>, datafiles: Vec<Handle>) -> weft_proto::message::ReplyResult {
-        self.commit(move |w, _| mark_txn(w, &datafiles)).await
-    }
-
-    /// Data server: this server's share of a `SettleSizes` collective.
-    pub fn local_settle_stats(&self, handles: &[Handle]) -> WeftResult<Vec<WeftResult<SettleStat>>> {
-        if handles.len() > limits::BATCH_HANDLES_MAX as usize {
-            return Err(ErrorCode::Invalid);
-        }
-        let reader = self.store.read()?;
-        // The stat first: a change after it is either still in flight or
-        // recent (not idle), or starts after the datafile was forgotten and
-        // is marked again.
-        Ok(handles
-            .iter()
-            .map(|h| self.datafile_stat(&reader, *h).map(|stat| SettleStat { stat, idle: self.growth.take_idle(*h) }))
-            .collect())
-    }
-
-    /// Metadata server: the stats of `metafile`'s datafiles (layout order),
-    /// from its record where settled, asking only the growing ones;
-    /// settles those found idle.
-    pub async fn datafile_stats_of(
-        self: &Arc<Self>,
-        metafile: Handle,
-        datafiles: &[Handle],
-        tracked: Tracked,
-    ) -> WeftResult<Vec<DatafileStat>> {
-        let Some(mut stats) = tracked.settled else {
-            return self.gather_sizes(datafiles).await;
-        };
-        let growing: Vec<usize> = (0..datafiles.len()).filter(|i| tracked.marks[*i].is_some()).collect();
-        if growing.is_empty() {
-            return Ok(stats);
-        }
-        let asked: Vec<Handle> = growing.iter().map(|i| datafiles[*i]).collect();
-        let answers = self.gather_settle(&asked).await?;
-        let mut settled = Vec::new();
-        for (index, answer) in growing.into_iter().zip(answers) {
-            stats[index] = answer.stat;
-            if answer.idle {
-                settled.push((index, datafiles[index], tracked.marks[index].unwrap_or(0), answer.stat));
-            }
-        }
-        if !settled.is_empty() {
-            // Best effort: the answer stands; an unsettled datafile stays growing.
-            if let Err(code) = self.commit(move |w, _| settle_txn(w, metafile, &settled)).await {
-                tracing::warn!("settling the sizes of {metafile:?} failed: {code:?}");
-            }
-        }
-        Ok(stats)
-    }
-
-    async fn gather_settle(self: &Arc<Self>, datafiles: &[Handle]) -> WeftResult<Vec<SettleStat>> {
-        let parts = self.gather(CollectiveOp::SettleSizes, datafiles).await?;
-        let mut answers = BTreeMap::new();
-        for (handles, part) in parts {
-            match part {
-                CollectivePart::Settle(stats) if stats.len() == handles.len() => {
-                    for (handle, stat) in handles.into_iter().zip(stats) {
-                        answers.insert(handle, stat?);
-                    }
-                }
-                _ => return Err(ErrorCode::Protocol),
-            }
-        }
-        datafiles.iter().map(|h| answers.get(h).copied().ok_or(ErrorCode::Protocol)).collect()
-    }
-}
-
 /// Stores the stats of idle datafiles as settled and drops their rows,
 /// for each only if its row still has the generation read before asking.
-fn settle_txn(w: &Writer<'_>, metafile: Handle, settled: &[(usize, Handle, u32, DatafileStat)]) -> WeftResult<Reply> {
+pub(crate) fn settle_txn(
+    w: &Writer<'_>,
+    metafile: Handle,
+    settled: &[(usize, Handle, u32, DatafileStat)],
+) -> WeftResult<Reply> {
     let mut record = match w.object(metafile) {
         // Removed since the stat read it: nothing to settle.
         Err(ErrorCode::Stale) => return Ok(Reply::Done),

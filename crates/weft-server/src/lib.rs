@@ -11,7 +11,12 @@
 //! - [`namespace`]: namespace changes applied inside the committer's transaction.
 //! - [`perm`]: mode-bit checks.
 //! - [`scheduler`]: per-datafile ordering (I/O shared, truncate/remove exclusive).
-//! - [`service`]: the server's state and its metadata operations.
+//! - [`service`]: the server process as a thin owner of its four parts:
+//!   - [`storage`]: datafile bytes and what orders and counts their I/O (the data path's part);
+//!   - [`metadata`]: the store, the committer and operations on local records; size marks;
+//!   - [`sessions`]: client sessions with leases: shared file pointers, byte-range locks;
+//!   - [`cluster`]: peers, status, pool and reclaim wakes; operations across servers.
+//! - [`here`]: this server's id and the configuration (the locality checks every part makes).
 //! - [`connection`]: framing, flow control and request tasks for one socket.
 //! - [`link`]: what a request handler may do with its connection (data out, chunks in, credits).
 //! - [`dispatch`]: the one map from every request kind to its handler.
@@ -21,16 +26,16 @@
 //! - [`ranges`]: byte-range exclusion for sieving read-modify-writes.
 //! - [`counters`]: requests, bytes, syscalls and pieces, readable over the wire.
 //! - [`peers`]: connections to the other servers (servers as clients of each other).
-//! - [`tree`]: tree collectives (one-to-many requests, replies reduced on the way back).
-//! - [`aggregate`]: one-request namespace operations (create, stat, remove, mkdir, rmdir, rename, statfs).
-//! - [`pools`]: precreate pools of datafile handles on other data servers.
-//! - [`reclaim`]: the durable reclaim queue and object removal.
-//! - [`status`]: status composition by recursive doubling; placement weights.
-//! - [`sessions`]: client sessions with leases: shared file pointers, byte-range locks.
+//! - [`tree`] (cluster): tree collectives (one-to-many requests, replies reduced on the way back).
+//! - [`aggregate`] (cluster): one-request namespace operations (create, stat, remove, mkdir, rmdir, rename, statfs).
+//! - [`pools`] (cluster): precreate pools of datafile handles on other data servers.
+//! - [`reclaim`] (cluster): the durable reclaim queue and object removal.
+//! - [`status`]: the composed status table (filled by the cluster's recursive doubling).
 #![warn(missing_docs)]
 
 pub mod aggregate;
 pub mod bytestream;
+pub mod cluster;
 pub mod committer;
 pub mod connection;
 pub mod contiguous;
@@ -38,7 +43,9 @@ pub mod counters;
 pub mod datafiles;
 pub mod dispatch;
 pub mod growth;
+pub mod here;
 pub mod link;
+pub mod metadata;
 pub mod namespace;
 pub mod noncontig;
 pub mod nowait;
@@ -53,6 +60,7 @@ pub mod service;
 pub mod sessions;
 pub mod sieve;
 pub mod status;
+pub mod storage;
 pub mod store;
 pub mod tree;
 pub mod wal;
@@ -132,6 +140,6 @@ pub async fn run(config: Config, server_id: u32) -> Result<(), ServerError> {
         }
     }
     tracing::info!("server {server_id} shutting down");
-    let _ = service.committer.flush().await;
+    let _ = service.metadata.committer.flush().await;
     Ok(())
 }

@@ -34,8 +34,9 @@ use weft_proto::{ErrorCode, Handle, WeftResult};
 
 use crate::contiguous::local_size_of;
 use crate::link::Link;
-use crate::service::Service;
+use crate::metadata::Metadata;
 use crate::sieve::{self, Piece};
+use crate::storage::Storage;
 
 /// Most pieces handled in one batch (bounds per-request piece memory to
 /// 1.5 MiB at 24 bytes a piece).
@@ -150,51 +151,65 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> WeftResult<T> + Send + 
 
 /// Serves `ReadList`.
 pub async fn read_list(
-    service: &Arc<Service>,
+    storage: &Arc<Storage>,
+    metadata: &Metadata,
     link: &Link,
     handle: Handle,
     regions: Vec<(u64, u64)>,
     total_length: u64,
 ) -> ReplyResult {
     let source = list_source(regions, total_length)?;
-    read(service, link, handle, source).await
+    read(storage, metadata, link, handle, source).await
 }
 
 /// Serves `WriteList`.
 pub async fn write_list(
-    service: &Arc<Service>,
+    storage: &Arc<Storage>,
+    metadata: &Metadata,
     link: &mut Link,
     handle: Handle,
     regions: Vec<(u64, u64)>,
     total_length: u64,
 ) -> ReplyResult {
     let source = list_source(regions, total_length)?;
-    write(service, link, handle, source, total_length).await
+    write(storage, metadata, link, handle, source, total_length).await
 }
 
 /// Serves `ReadDatatype`.
-pub async fn read_datatype(service: &Arc<Service>, link: &Link, access: DatatypeAccess) -> ReplyResult {
+pub async fn read_datatype(
+    storage: &Arc<Storage>,
+    metadata: &Metadata,
+    link: &Link,
+    access: DatatypeAccess,
+) -> ReplyResult {
     let dataloop = decode_access(&access)?;
     let source = stripe_source(&access, &dataloop)?;
-    read(service, link, access.handle, source).await
+    read(storage, metadata, link, access.handle, source).await
 }
 
 /// Serves `WriteDatatype`.
 pub async fn write_datatype(
-    service: &Arc<Service>,
+    storage: &Arc<Storage>,
+    metadata: &Metadata,
     link: &mut Link,
     access: DatatypeAccess,
     packed_length: u64,
 ) -> ReplyResult {
     let dataloop = decode_access(&access)?;
     let source = stripe_source(&access, &dataloop)?;
-    write(service, link, access.handle, source, packed_length).await
+    write(storage, metadata, link, access.handle, source, packed_length).await
 }
 
 /// Streams the packed bytes of `source` to the peer.
-async fn read(service: &Arc<Service>, link: &Link, handle: Handle, mut source: impl PieceSource) -> ReplyResult {
-    let _guard = service.scheduler.shared(handle).await;
-    service.check_datafile(handle).await?;
+async fn read(
+    storage: &Arc<Storage>,
+    metadata: &Metadata,
+    link: &Link,
+    handle: Handle,
+    mut source: impl PieceSource,
+) -> ReplyResult {
+    let _guard = storage.scheduler.shared(handle).await;
+    metadata.check_datafile(handle).await?;
     let mut sent = 0u64;
     loop {
         let mut pieces = Vec::new();
@@ -202,22 +217,23 @@ async fn read(service: &Arc<Service>, link: &Link, handle: Handle, mut source: i
         if bytes == 0 {
             break;
         }
-        let service = service.clone();
+        let storage = storage.clone();
         let packed = blocking(move || {
             let mut packed = vec![0u8; bytes as usize];
-            sieve::read_pieces(&service.bytestreams, handle, &pieces, &mut packed, &service.counters)?;
+            sieve::read_pieces(&storage.datafiles, handle, &pieces, &mut packed, &storage.counters)?;
             Ok(packed)
         })
         .await?;
         link.send_data(sent, packed).await?;
         sent += bytes;
     }
-    Ok(Reply::Io { bytes: sent, local_size: local_size_of(service, handle).await? })
+    Ok(Reply::Io { bytes: sent, local_size: local_size_of(storage, handle).await? })
 }
 
 /// Receives `packed_length` packed bytes and stores them where `source` says.
 async fn write(
-    service: &Arc<Service>,
+    storage: &Arc<Storage>,
+    metadata: &Metadata,
     link: &mut Link,
     handle: Handle,
     mut source: impl PieceSource,
@@ -226,9 +242,9 @@ async fn write(
     if packed_length > limits::IO_BYTES_MAX {
         return Err(ErrorCode::Invalid);
     }
-    let _guard = service.scheduler.shared(handle).await;
-    let _change = service.begin_change(handle).await?;
-    service.bytestreams.check_space()?;
+    let _guard = storage.scheduler.shared(handle).await;
+    let _change = metadata.begin_change(handle).await?;
+    storage.datafiles.check_space()?;
     let mut received = 0u64;
     while received < packed_length {
         let (stream_offset, payload) = link.next_chunk().await?;
@@ -239,19 +255,19 @@ async fn write(
         if stream_offset != received || packed_length - received < length {
             return Err(ErrorCode::Protocol);
         }
-        store(service, handle, &mut source, Arc::new(payload)).await?;
+        store(storage, handle, &mut source, Arc::new(payload)).await?;
         received += length;
         link.grant_credit().await;
     }
     if source.next_pieces(1, &mut Vec::new()) != 0 {
         return Err(ErrorCode::Protocol); // the access holds more bytes than were sent
     }
-    Ok(Reply::Io { bytes: received, local_size: local_size_of(service, handle).await? })
+    Ok(Reply::Io { bytes: received, local_size: local_size_of(storage, handle).await? })
 }
 
 /// Stores one chunk: the next `payload.len()` bytes of the walk.
 async fn store(
-    service: &Arc<Service>,
+    storage: &Arc<Storage>,
     handle: Handle,
     source: &mut impl PieceSource,
     payload: Arc<Vec<u8>>,
@@ -264,11 +280,11 @@ async fn store(
         if bytes == 0 {
             return Err(ErrorCode::Protocol); // more bytes sent than the access holds
         }
-        let (service, payload) = (service.clone(), payload.clone());
+        let (storage, payload) = (storage.clone(), payload.clone());
         let from = done as usize;
         blocking(move || {
             let packed = &payload[from..from + bytes as usize];
-            sieve::write_pieces(&service.bytestreams, handle, &pieces, packed, &service.ranges, &service.counters)
+            sieve::write_pieces(&storage.datafiles, handle, &pieces, packed, &storage.ranges, &storage.counters)
         })
         .await?;
         done += bytes;

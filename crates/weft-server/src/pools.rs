@@ -31,8 +31,9 @@ use weft_proto::limits::RESERVE_HANDLES_MAX;
 use weft_proto::message::{ObjectKind, Reply, ReplyResult, Request};
 use weft_proto::{ErrorCode, Handle, WeftResult};
 
+use crate::cluster::Cluster;
 use crate::committer::IdAllocator;
-use crate::service::{now_ns, Service};
+use crate::metadata::now_ns;
 use crate::store::{target_range, HandleTable, ObjectRecord, Reader, SizeTracking, Writer};
 
 /// Period of the refill/claim loop.
@@ -94,26 +95,26 @@ pub fn take(w: &Writer<'_>, target_id: u16, data_server: u32) -> WeftResult<Opti
     Ok(Some(handle))
 }
 
-impl Service {
+impl Cluster {
     /// Whether the pool of handles from `data_server` holds at least one.
     fn pool_nonempty(&self, reader: &Reader, data_server: u32) -> bool {
-        let Some(target) = self.config.primary_target(data_server) else { return false };
+        let Some(target) = self.here.config.primary_target(data_server) else { return false };
         reader.handle_rows(HandleTable::Pool, target_range(target), 1).is_ok_and(|rows| !rows.is_empty())
     }
 
     /// Handles in this server's pool for `data_server`.
     pub fn pool_size(&self, data_server: u32) -> WeftResult<u64> {
-        let target = self.config.primary_target(data_server).ok_or(ErrorCode::Invalid)?;
-        self.store.read()?.handle_row_count(HandleTable::Pool, target_range(target))
+        let target = self.here.config.primary_target(data_server).ok_or(ErrorCode::Invalid)?;
+        self.metadata.store.read()?.handle_row_count(HandleTable::Pool, target_range(target))
     }
 
     /// Starts one refill/claim task per other data server (metadata servers only).
     pub fn start_pools(self: &Arc<Self>) {
-        if !self.config.metadata_servers().contains(&self.server_id) {
+        if !self.here.config.metadata_servers().contains(&self.here.server_id) {
             return;
         }
-        for data_server in self.config.data_servers() {
-            if data_server != self.server_id {
+        for data_server in self.here.config.data_servers() {
+            if data_server != self.here.server_id {
                 let weak = Arc::downgrade(self);
                 tokio::spawn(pool_task(weak, data_server));
             }
@@ -139,11 +140,12 @@ impl Service {
     }
 
     async fn reconcile(self: &Arc<Self>, data_server: u32) -> WeftResult<()> {
-        let request = Request::ListReserved { metadata_server: self.server_id };
+        let request = Request::ListReserved { metadata_server: self.here.server_id };
         let Reply::Handles(handles) = self.peers.call(data_server, request).await? else {
             return Err(ErrorCode::Protocol);
         };
-        self.committer
+        self.metadata
+            .committer
             .submit(Box::new(move |w, _| {
                 for handle in handles {
                     let known = w.handle_row(HandleTable::Pool, handle)?.is_some()
@@ -159,21 +161,22 @@ impl Service {
     }
 
     async fn refill(self: &Arc<Self>, data_server: u32) -> WeftResult<()> {
-        if self.pool_size(data_server)? >= u64::from(self.config.collectives.pool_batch) {
+        if self.pool_size(data_server)? >= u64::from(self.here.config.collectives.pool_batch) {
             return Ok(());
         }
         let request = Request::ReserveDatafiles {
-            metadata_server: self.server_id,
-            count: self.config.collectives.pool_batch.min(RESERVE_HANDLES_MAX),
+            metadata_server: self.here.server_id,
+            count: self.here.config.collectives.pool_batch.min(RESERVE_HANDLES_MAX),
         };
         let Reply::Handles(handles) = self.peers.call(data_server, request).await? else {
             return Err(ErrorCode::Protocol);
         };
-        let target = self.config.primary_target(data_server).ok_or(ErrorCode::Invalid)?;
+        let target = self.here.config.primary_target(data_server).ok_or(ErrorCode::Invalid)?;
         if handles.iter().any(|h| !target_range(target).contains(&h.0)) {
             return Err(ErrorCode::Protocol);
         }
-        self.committer
+        self.metadata
+            .committer
             .submit(Box::new(move |w, _| {
                 handles.iter().try_for_each(|h| w.put_handle_row(HandleTable::Pool, *h, data_server))?;
                 Ok(Reply::Done)
@@ -184,15 +187,16 @@ impl Service {
     }
 
     async fn claim_used(self: &Arc<Self>, data_server: u32) -> WeftResult<()> {
-        let target = self.config.primary_target(data_server).ok_or(ErrorCode::Invalid)?;
-        let used = self.store.read()?.handle_rows(HandleTable::PoolUsed, target_range(target), CLAIM_BATCH)?;
+        let target = self.here.config.primary_target(data_server).ok_or(ErrorCode::Invalid)?;
+        let used = self.metadata.store.read()?.handle_rows(HandleTable::PoolUsed, target_range(target), CLAIM_BATCH)?;
         if used.is_empty() {
             return Ok(());
         }
         let handles: Vec<Handle> = used.into_iter().map(|(h, _)| h).collect();
-        let request = Request::ClaimReserved { metadata_server: self.server_id, handles: handles.clone() };
+        let request = Request::ClaimReserved { metadata_server: self.here.server_id, handles: handles.clone() };
         self.peers.call(data_server, request).await?;
-        self.committer
+        self.metadata
+            .committer
             .submit(Box::new(move |w, _| {
                 handles.iter().try_for_each(|h| w.delete_handle_row(HandleTable::PoolUsed, *h))?;
                 Ok(Reply::Done)
@@ -210,9 +214,9 @@ impl Service {
             // Runs on every create: one read transaction and a one-row
             // probe per pool (counting a pool's rows cost about an eighth
             // of a server's CPU during creates).
-            let reader = self.store.read().ok();
+            let reader = self.metadata.store.read().ok();
             let empty = data_servers.iter().any(|d| {
-                *d != self.server_id
+                *d != self.here.server_id
                     && !self.status_table.is_down(*d)
                     && !self.peers.pool_connection_lost(*d)
                     && !reader.as_ref().is_some_and(|r| self.pool_nonempty(r, *d))
@@ -227,7 +231,7 @@ impl Service {
     }
 }
 
-async fn pool_task(service: std::sync::Weak<Service>, data_server: u32) {
+async fn pool_task(service: std::sync::Weak<Cluster>, data_server: u32) {
     let mut reconciled = false;
     loop {
         let Some(this) = service.upgrade() else { return };

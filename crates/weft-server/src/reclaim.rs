@@ -19,7 +19,7 @@ use std::time::Duration;
 use weft_proto::message::{CollectiveOp, CollectivePart, ObjectKind, Reply};
 use weft_proto::{ErrorCode, Handle, WeftResult};
 
-use crate::service::Service;
+use crate::cluster::Cluster;
 use crate::store::{HandleTable, Writer};
 
 /// Retry period of the reclaim queue.
@@ -40,12 +40,12 @@ pub enum Removed {
     Bytestream(Handle),
 }
 
-impl Service {
+impl Cluster {
     /// Inside a transaction: removes `handle` if it is stored here, else
     /// queues it for reclaim on its server. A metafile's datafiles are queued.
     pub fn destroy_or_queue(&self, w: &Writer<'_>, handle: Handle) -> WeftResult<Removed> {
-        match self.config.server_of_handle(handle) {
-            Some(server) if server == self.server_id => self.destroy_local(w, handle),
+        match self.here.config.server_of_handle(handle) {
+            Some(server) if server == self.here.server_id => self.destroy_local(w, handle),
             Some(server) => {
                 w.put_handle_row(HandleTable::Reclaim, handle, server)?;
                 Ok(Removed::Nothing)
@@ -71,7 +71,7 @@ impl Service {
         match record.kind {
             ObjectKind::Metafile => {
                 for datafile in record.layout.map(|l| l.datafiles).unwrap_or_default() {
-                    let server = self.config.server_of_handle(datafile).ok_or(ErrorCode::Io)?;
+                    let server = self.here.config.server_of_handle(datafile).ok_or(ErrorCode::Io)?;
                     w.put_handle_row(HandleTable::Reclaim, datafile, server)?;
                 }
                 self.reclaim_wake.notify_one();
@@ -97,16 +97,17 @@ impl Service {
         sorted.dedup();
         let mut guards = Vec::with_capacity(sorted.len());
         for handle in &sorted {
-            guards.push(self.scheduler.exclusive(*handle).await);
+            guards.push(self.storage.scheduler.exclusive(*handle).await);
         }
         let this = self.clone();
         let (results, bytestreams) = self
+            .metadata
             .committer_call(move |w| {
                 let mut bytestreams = Vec::new();
                 let results: Vec<WeftResult<()>> = handles
                     .iter()
-                    .map(|h| match this.config.server_of_handle(*h) {
-                        Some(server) if server == this.server_id => match this.destroy_local(w, *h) {
+                    .map(|h| match this.here.config.server_of_handle(*h) {
+                        Some(server) if server == this.here.server_id => match this.destroy_local(w, *h) {
                             Ok(Removed::Bytestream(b)) => {
                                 bytestreams.push(b);
                                 Ok(())
@@ -121,7 +122,7 @@ impl Service {
             })
             .await?;
         let this = self.clone();
-        tokio::task::spawn_blocking(move || bytestreams.iter().try_for_each(|h| this.bytestreams.remove(*h)))
+        tokio::task::spawn_blocking(move || bytestreams.iter().try_for_each(|h| this.storage.datafiles.remove(*h)))
             .await
             .map_err(|_| ErrorCode::Io)??;
         drop(guards);
@@ -130,7 +131,7 @@ impl Service {
 
     /// One pass over the reclaim queue. Returns how many rows remain unreclaimed.
     pub async fn reclaim_round(self: &Arc<Self>) -> WeftResult<usize> {
-        let rows = self.store.read()?.handle_rows(HandleTable::Reclaim, 0..u64::MAX, RECLAIM_BATCH)?;
+        let rows = self.metadata.store.read()?.handle_rows(HandleTable::Reclaim, 0..u64::MAX, RECLAIM_BATCH)?;
         if rows.is_empty() {
             return Ok(0);
         }
@@ -138,7 +139,7 @@ impl Service {
         for (handle, server) in &rows {
             by_server.entry(*server).or_default().push(*handle);
         }
-        let groups = crate::tree::groups_rooted_at(self.server_id, by_server);
+        let groups = crate::tree::groups_rooted_at(self.here.server_id, by_server);
         let result = crate::tree::run(self, CollectiveOp::RemoveObjects, groups.clone(), 0, 0).await?;
         let mut done = Vec::new();
         for (group, (_, part)) in groups.iter().zip(result.parts) {
@@ -151,7 +152,8 @@ impl Service {
             }
         }
         let remaining = rows.len() - done.len();
-        self.committer
+        self.metadata
+            .committer
             .submit(Box::new(move |w, _| {
                 for handle in &done {
                     w.delete_handle_row(HandleTable::Reclaim, *handle)?;

@@ -113,7 +113,7 @@ impl Headroom {
         if self.short() {
             return Err(ErrorCode::NoSpace);
         }
-        let (_, free) = crate::service::statvfs(&self.storage)?;
+        let (_, free) = statvfs(&self.storage)?;
         if free < bytes {
             return Err(ErrorCode::NoSpace);
         }
@@ -190,6 +190,21 @@ impl StorageBackend for StoreBackend {
     fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
         self.inner.query_lock_range(start, end)
     }
+}
+
+/// Total and available bytes of the file system holding `path`.
+pub(crate) fn statvfs(path: &std::path::Path) -> WeftResult<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| ErrorCode::Invalid)?;
+    // SAFETY: statvfs is plain integers, for which all-zero bytes are valid.
+    let mut out: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c_path is a valid NUL-terminated string and out is a valid statvfs.
+    let rc = unsafe { libc::statvfs(c_path.as_ptr(), &mut out) };
+    if rc != 0 {
+        return Err(ErrorCode::from_io(&std::io::Error::last_os_error()));
+    }
+    let block = out.f_frsize as u64;
+    Ok((out.f_blocks as u64 * block, out.f_bavail as u64 * block))
 }
 
 #[cfg(test)]

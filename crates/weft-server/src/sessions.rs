@@ -19,6 +19,9 @@
 //!   writer is never starved by a stream of readers. A waiting request
 //!   gives up after its wait (at most `LOCK_WAIT_MS_MAX`) with `TimedOut`.
 //!
+//! A self-contained part of the server: it depends only on
+//! [`crate::metadata`], passed to [`Sessions::serve`] to check the file.
+//!
 //! All state sits behind one `std::sync::Mutex` held only for in-memory
 //! work, never across an await. A waiting lock request awaits a oneshot in
 //! its own request task (the connection's reader keeps serving; the wait
@@ -39,6 +42,8 @@ use weft_proto::limits::{
 };
 use weft_proto::message::{ObjectKind, Reply, ReplyResult, Request};
 use weft_proto::{limits, ErrorCode, Handle, WeftResult};
+
+use crate::metadata::Metadata;
 
 /// How often expired sessions are looked for.
 pub const SWEEP_PERIOD: Duration = Duration::from_millis(100);
@@ -395,34 +400,35 @@ impl Sessions {
     }
 }
 
-impl crate::service::Service {
-    /// Serves the session, pointer and lock requests.
-    pub(crate) async fn session_request(self: &std::sync::Arc<Self>, request: Request) -> ReplyResult {
-        let sessions = &self.sessions;
+impl Sessions {
+    /// Serves the session, pointer and lock requests; `metadata` checks
+    /// that a session is opened on a file whose metafile is stored here.
+    pub async fn serve(&self, metadata: &Metadata, request: Request) -> ReplyResult {
         match request {
             Request::SessionOpen { handle, lease_ms } => {
-                self.local(handle)?;
+                metadata.here.local(handle)?;
                 // Only files have sessions (the metafile must exist here).
-                self.read(move |_, r| match r.object(handle)?.kind {
-                    ObjectKind::Metafile => Ok(()),
-                    ObjectKind::Directory => Err(ErrorCode::IsDir),
-                    _ => Err(ErrorCode::Invalid),
-                })
-                .await?;
-                let (session, lease_ms) = sessions.open(handle, lease_ms)?;
+                metadata
+                    .read(move |_, r| match r.object(handle)?.kind {
+                        ObjectKind::Metafile => Ok(()),
+                        ObjectKind::Directory => Err(ErrorCode::IsDir),
+                        _ => Err(ErrorCode::Invalid),
+                    })
+                    .await?;
+                let (session, lease_ms) = self.open(handle, lease_ms)?;
                 Ok(Reply::Session { session, lease_ms })
             }
-            Request::SessionRenew { session } => sessions.renew(session).map(|_| Reply::Done),
-            Request::SessionClose { session } => sessions.close(session).map(|_| Reply::Done),
+            Request::SessionRenew { session } => self.renew(session).map(|_| Reply::Done),
+            Request::SessionClose { session } => self.close(session).map(|_| Reply::Done),
             Request::PointerFetchAdd { session, delta } => {
-                sessions.pointer(session, |old| old.checked_add(delta).ok_or(ErrorCode::TooBig)).map(Reply::Pointer)
+                self.pointer(session, |old| old.checked_add(delta).ok_or(ErrorCode::TooBig)).map(Reply::Pointer)
             }
-            Request::PointerSet { session, value } => sessions.pointer(session, |_| Ok(value)).map(Reply::Pointer),
-            Request::PointerGet { session } => sessions.pointer(session, Ok).map(Reply::Pointer),
+            Request::PointerSet { session, value } => self.pointer(session, |_| Ok(value)).map(Reply::Pointer),
+            Request::PointerGet { session } => self.pointer(session, Ok).map(Reply::Pointer),
             Request::LockAcquire { session, ranges, exclusive, wait_ms } => {
-                sessions.lock(session, &ranges, exclusive, wait_ms).await.map(Reply::Lock)
+                self.lock(session, &ranges, exclusive, wait_ms).await.map(Reply::Lock)
             }
-            Request::LockRelease { session, lock } => sessions.unlock(session, lock).map(|_| Reply::Done),
+            Request::LockRelease { session, lock } => self.unlock(session, lock).map(|_| Reply::Done),
             _ => Err(ErrorCode::Protocol),
         }
     }

@@ -14,18 +14,19 @@
 //! overrides) is reported down, and
 //! up again as soon as a newer row arrives.
 //!
+//! The exchange rounds run in [`crate::cluster::Cluster::status_round`];
+//! this module holds the table they fill.
+//!
 //! Each row names the file system the server's storage lives on
 //! ([`storage_device`]), so statfs can count a disk that several servers
 //! share once.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use weft_config::Config;
-use weft_proto::message::{Reply, Request, ServerStatus, StatusEntry};
-
-use crate::service::{now_ns, Service};
+use weft_proto::message::{ServerStatus, StatusEntry};
 
 struct Row {
     entry: StatusEntry,
@@ -108,6 +109,11 @@ impl StatusTable {
         }
     }
 
+    /// The servers of the configuration, in id order.
+    pub fn servers(&self) -> &[u32] {
+        &self.servers
+    }
+
     /// Free bytes of `server`, if known.
     pub fn free_bytes(&self, server: u32) -> Option<u64> {
         self.rows.lock().expect("status lock").get(&server).map(|row| row.entry.status.bytes_free)
@@ -125,97 +131,5 @@ impl StatusTable {
             status
         });
         Some(rows.collect())
-    }
-}
-
-impl Service {
-    /// The composed status table, once it knows every server.
-    pub fn composed_status(&self) -> Option<Vec<ServerStatus>> {
-        self.status_table.composed()
-    }
-
-    /// The composed table as statfs answers it: the free space of this
-    /// server's own storage file system is measured now, not taken from
-    /// rows up to a period old. It replaces the free bytes of every row
-    /// naming the same device, except rows at 0 (a server whose metadata
-    /// reserve is short refuses writes until its own row says otherwise).
-    ///
-    /// Why: a row produced just before a fill still shows the space the
-    /// fill took, and one produced before a remove does not show what the
-    /// remove gave back; the client counts a shared device by its least
-    /// free row, so a stale row could report space that is gone (seen: a
-    /// fill and the removal after it within one status period). With the
-    /// answering server's device measured at the request, statfs is exact
-    /// for the disk it shares and at most about a period old for others.
-    pub fn composed_status_now(&self) -> Option<Vec<ServerStatus>> {
-        let mut table = self.status_table.composed()?;
-        if self.bytestreams.capacity().is_some() {
-            // Free space is limit − measured usage, measured once per period.
-            return Some(table);
-        }
-        let storage = &self.config.server(self.server_id)?.storage;
-        let Ok((total, free)) = crate::service::statvfs(storage) else { return Some(table) };
-        let own_free = if self.store.headroom().short() { 0 } else { free };
-        let Some(device) = table.iter().find(|s| s.server_id == self.server_id).map(|s| s.storage_device) else {
-            return Some(table);
-        };
-        for row in table.iter_mut().filter(|row| row.storage_device == device) {
-            row.bytes_total = total;
-            if row.server_id == self.server_id || row.bytes_free > 0 {
-                row.bytes_free = if row.server_id == self.server_id { own_free } else { free };
-            }
-        }
-        Some(table)
-    }
-
-    /// Free bytes of `server` from the composed table.
-    pub fn free_bytes_known(&self, server: u32) -> Option<u64> {
-        self.status_table.free_bytes(server)
-    }
-
-    /// Whether `server` should be skipped: reported down by status
-    /// composition, or the last peer call could not reach it.
-    pub fn is_down(&self, server: u32) -> bool {
-        server != self.server_id && (self.peers.unreachable(server) || self.status_table.is_down(server))
-    }
-
-    /// Answers an exchange step: merges the sender's rows, replies with ours.
-    pub fn exchange_status(&self, entries: Vec<StatusEntry>) -> Reply {
-        self.status_table.merge(entries);
-        Reply::StatusEntries(self.status_table.entries())
-    }
-
-    /// One period: own row, then the recursive-doubling steps.
-    pub async fn status_round(self: &Arc<Self>) {
-        if let Ok(status) = self.status().await {
-            self.status_table.merge(vec![StatusEntry { status, produced_ns: now_ns() }]);
-        }
-        let servers = self.status_table.servers.clone();
-        let Some(index) = servers.iter().position(|s| *s == self.server_id) else { return };
-        let steps = usize::BITS - (servers.len().max(1) - 1).leading_zeros();
-        let step_deadline = self.status_table.period / steps.max(1);
-        for step in 0..steps {
-            let partner = index ^ (1 << step);
-            let Some(partner) = servers.get(partner).copied() else { continue };
-            let request = Request::ExchangeStatus { entries: self.status_table.entries() };
-            if let Ok(Reply::StatusEntries(entries)) = self.peers.call_within(partner, request, step_deadline).await {
-                self.status_table.merge(entries);
-            }
-        }
-    }
-
-    /// Starts status composition.
-    pub fn start_status(self: &Arc<Self>) {
-        let weak = Arc::downgrade(self);
-        tokio::spawn(async move {
-            loop {
-                let Some(this) = weak.upgrade() else { return };
-                let period = this.status_table.period;
-                let started = tokio::time::Instant::now();
-                this.status_round().await;
-                drop(this);
-                tokio::time::sleep_until(started + period).await;
-            }
-        });
     }
 }

@@ -22,7 +22,7 @@ use weft_proto::limits::TREE_FANOUT_MAX;
 use weft_proto::message::{CollectiveGroup, CollectiveOp, CollectivePart, CollectiveResult, Reply, Request};
 use weft_proto::{ErrorCode, WeftResult};
 
-use crate::service::Service;
+use crate::cluster::Cluster;
 
 /// Splits `groups` (own group first) into the forwards of one server:
 /// `(step, chunk)` pairs, steps counted from `round`.
@@ -41,30 +41,31 @@ pub fn plan(mut groups: Vec<CollectiveGroup>, fanout: u32, round: u32) -> Vec<(u
 
 /// Runs a collective that reached this server at step `round`.
 pub async fn run(
-    service: &Arc<Service>,
+    cluster: &Arc<Cluster>,
     operation: CollectiveOp,
     groups: Vec<CollectiveGroup>,
     fanout: u32,
     round: u32,
 ) -> WeftResult<CollectiveResult> {
     let own = groups.first().ok_or(ErrorCode::Invalid)?;
-    if own.server_id != service.server_id || groups.len() > service.config.servers.len() {
+    if own.server_id != cluster.here.server_id || groups.len() > cluster.here.config.servers.len() {
         return Err(ErrorCode::Invalid);
     }
-    let fanout = if fanout == 0 { service.config.collectives.tree_fanout } else { fanout }.clamp(2, TREE_FANOUT_MAX);
-    service.counters.reached(round);
+    let fanout =
+        if fanout == 0 { cluster.here.config.collectives.tree_fanout } else { fanout }.clamp(2, TREE_FANOUT_MAX);
+    cluster.storage.counters.reached(round);
     let own_handles = own.handles.clone();
     let order: Vec<u32> = groups.iter().map(|g| g.server_id).collect();
     let distinct: std::collections::BTreeSet<u32> = order.iter().copied().collect();
-    if distinct.len() != order.len() || order.iter().any(|s| service.config.server(*s).is_none()) {
+    if distinct.len() != order.len() || order.iter().any(|s| cluster.here.config.server(*s).is_none()) {
         return Err(ErrorCode::Invalid);
     }
     let forwards = plan(groups, fanout, round);
     let (own_part, children) = futures::join!(
-        share(service, operation, own_handles),
-        join_all(forwards.into_iter().map(|(step, chunk)| forward(service.clone(), operation, chunk, fanout, step)))
+        share(cluster, operation, own_handles),
+        join_all(forwards.into_iter().map(|(step, chunk)| forward(cluster.clone(), operation, chunk, fanout, step)))
     );
-    let mut result = CollectiveResult { parts: vec![(service.server_id, own_part)], depth: round };
+    let mut result = CollectiveResult { parts: vec![(cluster.here.server_id, own_part)], depth: round };
     for child in children {
         result.depth = result.depth.max(child.depth);
         result.parts.extend(child.parts);
@@ -77,7 +78,7 @@ pub async fn run(
 /// Sends `chunk` to its first server; on failure names that server and
 /// forwards the rest of the chunk from here.
 fn forward(
-    service: Arc<Service>,
+    cluster: Arc<Cluster>,
     operation: CollectiveOp,
     chunk: Vec<CollectiveGroup>,
     fanout: u32,
@@ -85,9 +86,9 @@ fn forward(
 ) -> BoxFuture<'static, CollectiveResult> {
     async move {
         let head = chunk[0].server_id;
-        service.counters.forward(step);
+        cluster.storage.counters.forward(step);
         let request = Request::Collective { operation, groups: chunk.clone(), fanout, round: step };
-        let failure = match service.peers.call(head, request).await {
+        let failure = match cluster.peers.call(head, request).await {
             Ok(Reply::Collective(result)) if result.parts.len() == chunk.len() => return result,
             Ok(_) => ErrorCode::Protocol,
             Err(code) => code,
@@ -95,7 +96,7 @@ fn forward(
         tracing::warn!("collective: server {head} failed: {failure:?}");
         let mut result = CollectiveResult { parts: vec![(head, Err(failure))], depth: step };
         if chunk.len() > 1 {
-            let rest = forward(service.clone(), operation, chunk[1..].to_vec(), fanout, step).await;
+            let rest = forward(cluster.clone(), operation, chunk[1..].to_vec(), fanout, step).await;
             result.depth = result.depth.max(rest.depth);
             result.parts.extend(rest.parts);
         }
@@ -106,17 +107,17 @@ fn forward(
 
 /// This server's own share of a collective.
 async fn share(
-    service: &Arc<Service>,
+    cluster: &Arc<Cluster>,
     operation: CollectiveOp,
     handles: Vec<weft_proto::Handle>,
 ) -> WeftResult<CollectivePart> {
     match operation {
         CollectiveOp::Ping => Ok(CollectivePart::Done),
-        CollectiveOp::DatafileSizes => Ok(CollectivePart::Sizes(service.local_datafile_stats(&handles)?)),
-        CollectiveOp::RemoveObjects => Ok(CollectivePart::Removed(service.remove_local_objects(handles).await?)),
-        CollectiveOp::Status => Ok(CollectivePart::Status(service.status().await?)),
-        CollectiveOp::Counters => Ok(CollectivePart::Counters(service.counters.snapshot())),
-        CollectiveOp::SettleSizes => Ok(CollectivePart::Settle(service.local_settle_stats(&handles)?)),
+        CollectiveOp::DatafileSizes => Ok(CollectivePart::Sizes(cluster.metadata.local_datafile_stats(&handles)?)),
+        CollectiveOp::RemoveObjects => Ok(CollectivePart::Removed(cluster.remove_local_objects(handles).await?)),
+        CollectiveOp::Status => Ok(CollectivePart::Status(cluster.status().await?)),
+        CollectiveOp::Counters => Ok(CollectivePart::Counters(cluster.storage.counters.snapshot())),
+        CollectiveOp::SettleSizes => Ok(CollectivePart::Settle(cluster.metadata.local_settle_stats(&handles)?)),
     }
 }
 
