@@ -125,8 +125,10 @@ impl Datafiles {
         self.check_space_for(1)
     }
 
-    /// [`Datafiles::check_space`] for a write of `bytes`.
-    fn check_space_for(&self, bytes: u64) -> WeftResult<()> {
+    /// [`Datafiles::check_space`] for a write of `bytes`. A write request
+    /// asks it for its whole length before storing anything, so a refused
+    /// request leaves its datafile as it was (then each chunk asks again).
+    pub fn check_space_for(&self, bytes: u64) -> WeftResult<()> {
         match (self.capacity, &self.headroom) {
             (Some(limit), _) if self.used.load(Ordering::Relaxed) >= limit => Err(ErrorCode::NoSpace),
             (_, Some(headroom)) => headroom.admit_write(bytes),
