@@ -37,7 +37,9 @@
 # 64-byte hole after each block in memory) on PEAK_NP (1) ranks for each
 # size per rank in PEAK_SIZES (256M 512M 1G), on Weft with the default
 # (datatype) and the two-phase collective method, and through ROMIO on the
-# local disk, in the same run.
+# local disk, in the same run; with PEAK_BASELINE_LIB (another build of
+# libweft_mpiio_openmpi.so, e.g. of an older commit) the Weft runs are
+# repeated through it ("fs":"weft-baseline").
 # Sized to finish in well under 15 minutes on the project's 2-core VM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,6 +63,7 @@ S3ASIM_QUERIES=${S3ASIM_QUERIES:-5}
 S3ASIM_FRAGMENTS=${S3ASIM_FRAGMENTS:-32}
 PEAK_NP=${PEAK_NP:-1}
 PEAK_SIZES=${PEAK_SIZES:-256M 512M 1G}
+PEAK_BASELINE_LIB=${PEAK_BASELINE_LIB:-}
 what=${*:-contig ior hpio madbench tile block3d flash s3d s3asim peak}
 ./scripts/deps.sh
 cargo build --release --locked -p weft-cli -p weft-mpiio
@@ -175,6 +178,11 @@ for run in $(seq 1 "$RUNS"); do
         for size in $PEAK_SIZES; do
           for method in datatype two_phase; do
             NP=$PEAK_NP on_weft "$bin/mpi_peak" --path weft:/peak --size "$size" --method "$method" >> "$raw"
+            if [ -n "$PEAK_BASELINE_LIB" ]; then
+              timeout 300 mpirun -np "$PEAK_NP" --mca io romio321 -x LD_PRELOAD="$PEAK_BASELINE_LIB" -x WEFT_CONFIG \
+                "$bin/mpi_peak" --path weft:/peak --size "$size" --method "$method" \
+                | sed 's/"fs":"weft"/"fs":"weft-baseline"/' >> "$raw"
+            fi
           done
           NP=$PEAK_NP on_local "$bin/mpi_peak" --path "$localdir/peak" --size "$size" >> "$raw"
         done ;;
@@ -251,13 +259,13 @@ for line in open(sys.argv[1]):
             peak_bw[key].append(r["mib_per_s"])
 pmed = {k: (statistics.median(p for p, _ in v), v[0][1]) for k, v in peak.items()}
 for (size, fs, method, phase), (p, user) in sorted(pmed.items()):
-    if fs != "weft":
+    if fs == "local":
         continue
     local = pmed.get((size, "local", "romio", phase))
     vs = f", ROMIO local {local[0]:.0f} MiB, ratio {p / local[0]:.3f}" if local else ""
     bw = statistics.median(peak_bw[(size, fs, method, phase)])
     lbw = statistics.median(peak_bw[(size, "local", "romio", phase)]) if local else float("nan")
-    print(f"peak {size} MiB/rank {method} {phase}: weft {p:.0f} MiB = user {user:.0f} + {p - user:.0f} MiB{vs}; "
+    print(f"peak {size} MiB/rank {method} {phase}: {fs} {p:.0f} MiB = user {user:.0f} + {p - user:.0f} MiB{vs}; "
           f"{bw:.0f} MiB/s (ROMIO local {lbw:.0f})")
 smed = {k: statistics.median(v) for k, v in s3a.items()}
 for (procs, sync, fs, strategy), v in sorted(smed.items()):
