@@ -6,15 +6,16 @@
  *     from MPI_File_get_type_extent), "external32", collective;
  *  2. records of a struct of predefined types (int, double, short,
  *     char[3], long long, float, unsigned, signed char, unsigned short,
- *     unsigned long long), from a struct memory type with holes,
+ *     unsigned long long, long double, double complex, C bool, unsigned
+ *     char), from a struct memory type with holes,
  *     "external32", independent, byte view. MPI_LONG (4 bytes in
  *     external32, 8 natively; OpenMPI's MPI_Pack_external_size even says
  *     8) is refused by Weft with MPI_ERR_UNSUPPORTED_DATAREP: checked;
  *  3. doubles through "weft_swap", a registered representation whose
  *     conversion functions reverse each 8-byte double (big-endian doubles:
  *     the same bytes as external32), write_shared-free explicit offsets.
- *  Then checks the raw bytes (a "native" byte view) of a few values:
- *  big-endian ints and doubles.
+ *  Then checks the raw bytes of a few values: big-endian ints and
+ *  doubles, a long double as IEEE binary128.
  * read: reads all three back (any MPI, any order of writer) and checks
  *  them; also reads section 1 through "internal" + a byte view to check the
  *  raw bytes, and nonblocking iread_at through "external32".
@@ -46,6 +47,10 @@ typedef struct {
     signed char sc;
     unsigned short us;
     unsigned long long ull;
+    long double ld;
+    double _Complex z;
+    _Bool b;
+    unsigned char uc;
 } record;
 
 static void check(int rc, const char *what) {
@@ -66,10 +71,11 @@ static void fail(const char *what, long long at) {
 static MPI_Datatype record_type(void) {
     record r;
     memset(&r, 0, sizeof r);
-    int bl[10] = {1, 1, 1, 3, 1, 1, 1, 1, 1, 1};
-    MPI_Datatype ts[10] = {MPI_INT, MPI_DOUBLE, MPI_SHORT, MPI_CHAR, MPI_LONG_LONG, MPI_FLOAT, MPI_UNSIGNED,
-                           MPI_SIGNED_CHAR, MPI_UNSIGNED_SHORT, MPI_UNSIGNED_LONG_LONG};
-    MPI_Aint base, d[10];
+    int bl[14] = {1, 1, 1, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    MPI_Datatype ts[14] = {MPI_INT, MPI_DOUBLE, MPI_SHORT, MPI_CHAR, MPI_LONG_LONG, MPI_FLOAT, MPI_UNSIGNED,
+                           MPI_SIGNED_CHAR, MPI_UNSIGNED_SHORT, MPI_UNSIGNED_LONG_LONG, MPI_LONG_DOUBLE,
+                           MPI_C_DOUBLE_COMPLEX, MPI_C_BOOL, MPI_UNSIGNED_CHAR};
+    MPI_Aint base, d[14];
     MPI_Get_address(&r, &base);
     MPI_Get_address(&r.i, &d[0]);
     MPI_Get_address(&r.d, &d[1]);
@@ -81,9 +87,13 @@ static MPI_Datatype record_type(void) {
     MPI_Get_address(&r.sc, &d[7]);
     MPI_Get_address(&r.us, &d[8]);
     MPI_Get_address(&r.ull, &d[9]);
-    for (int k = 0; k < 10; k++) d[k] -= base;
+    MPI_Get_address(&r.ld, &d[10]);
+    MPI_Get_address(&r.z, &d[11]);
+    MPI_Get_address(&r.b, &d[12]);
+    MPI_Get_address(&r.uc, &d[13]);
+    for (int k = 0; k < 14; k++) d[k] -= base;
     MPI_Datatype t, resized;
-    MPI_Type_create_struct(10, bl, d, ts, &t);
+    MPI_Type_create_struct(14, bl, d, ts, &t);
     MPI_Type_create_resized(t, 0, sizeof(record), &resized);
     MPI_Type_free(&t);
     MPI_Type_commit(&resized);
@@ -105,12 +115,17 @@ static record make_record(int k) {
     r.sc = (signed char)(-5 - k);
     r.us = (unsigned short)(60000 + k);
     r.ull = 0xF000000000000000ULL + (unsigned long long)(rank * 100 + k);
+    r.ld = 1.5L + rank + k / 4.0L;
+    r.z = (2.0 + k) + (-0.5 - rank) * 1.0i;
+    r.b = (k % 2) == 0;
+    r.uc = (unsigned char)(200 + k);
     return r;
 }
 
 static int same_record(const record *a, const record *b) {
     return a->i == b->i && a->d == b->d && a->s == b->s && !memcmp(a->c, b->c, 3) && a->ll == b->ll && a->f == b->f &&
-           a->u == b->u && a->sc == b->sc && a->us == b->us && a->ull == b->ull;
+           a->u == b->u && a->sc == b->sc && a->us == b->us && a->ull == b->ull && a->ld == b->ld && a->z == b->z &&
+           a->b == b->b && a->uc == b->uc;
 }
 
 /* "weft_swap": 8-byte items reversed (doubles only). */
@@ -165,7 +180,8 @@ int main(int argc, char **argv) {
     check(MPI_File_get_type_extent(fh, MPI_INT, &int_extent), "extent int");
     check(MPI_File_get_type_extent(fh, MPI_DOUBLE, &double_extent), "extent double");
     check(MPI_File_get_type_extent(fh, rec, &record_extent), "extent record");
-    if (rank == 0) printf("EXTENT int=%ld double=%ld record=%ld\n", (long)int_extent, (long)double_extent, (long)record_extent);
+    if (rank == 0) printf("EXTENT int=%ld double=%ld\n", (long)int_extent, (long)double_extent);
+    if (record_extent != (MPI_Aint)sizeof(record)) fail("record extent in external32", record_extent);
     if (nprocs > SLOTS) { fprintf(stderr, "at most %d ranks\n", SLOTS); MPI_Abort(MPI_COMM_WORLD, 2); }
     MPI_Offset section1 = 0, section2 = section1 + (MPI_Offset)SLOTS * INTS * int_extent;
     MPI_Offset section3 = section2 + (MPI_Offset)SLOTS * RECORDS * record_size;
@@ -251,6 +267,12 @@ int main(int argc, char **argv) {
         if (be != 0) fail("record int not big-endian", section2);
         MPI_File_read_at(fh, section2 + 4, raw, 8, MPI_BYTE, MPI_STATUS_IGNORE);
         if (raw[0] != 0x3F || raw[1] != 0xF8 || raw[2] != 0) fail("record double (1.5) not big-endian at +4", section2 + 4);
+        /* long double 1.5 as IEEE binary128 at +44 of the packed record:
+         * sign/exponent 0x3FFF, then the fraction's leading 1 bit. */
+        uint8_t quad[16];
+        MPI_File_read_at(fh, section2 + 44, quad, 16, MPI_BYTE, MPI_STATUS_IGNORE);
+        if (quad[0] != 0x3F || quad[1] != 0xFF || quad[2] != 0x80 || quad[3] != 0 || quad[15] != 0)
+            fail("record long double (1.5) not binary128 big-endian at +44", section2 + 44);
         MPI_File_read_at(fh, section3 + 8, raw, 8, MPI_BYTE, MPI_STATUS_IGNORE);
         if (raw[0] != 0x3F || raw[1] != 0xD0 || raw[2] != 0) fail("swapped double (0.25) not big-endian", section3 + 8);
     } else {
