@@ -104,10 +104,7 @@ impl Pool {
 
     /// Sends `request` to `server_id` and waits for the reply.
     pub async fn call(&self, server_id: u32, request: Request, bulk: Bulk<'_>) -> ReplyResult {
-        let bytes = match &bulk {
-            Bulk::Upload(data) => data.len() as u64,
-            _ => 0,
-        };
+        let bytes = bulk.upload_len() as u64;
         self.counters.record(server_id, request.kind_name(), bytes);
         let delay = self.faults.delay();
         let verdict = self.faults.judge();

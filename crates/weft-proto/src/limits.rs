@@ -39,6 +39,12 @@ pub const FRAME_PAYLOAD_BYTES_MAX: u32 = CHUNK_BYTES_MAX;
 /// Bounds the memory one write request can pin on the receiver.
 pub const WRITE_WINDOW_CHUNKS: u32 = 4;
 
+/// Frames of one request's reply a client connection holds before its
+/// reader stops reading the socket (TCP then holds up the server): the
+/// download window. A slow consumer of a large read thus costs at most
+/// this many chunks, not the whole reply.
+pub const DOWNLOAD_WINDOW_FRAMES: u32 = 4;
+
 /// Requests one connection may have in flight. The client enforces it; the
 /// server rejects excess requests with `Busy` instead of blocking its reader.
 pub const REQUESTS_INFLIGHT_MAX: u32 = 64;
@@ -203,12 +209,25 @@ pub const CONNECT_TIMEOUT_MS_DEFAULT: u32 = 5_000;
 /// client gives up on the connection (`TimedOut`).
 pub const REQUEST_TIMEOUT_MS_DEFAULT: u32 = 30_000;
 
+/// Default window of the MPI-IO library (`libweft_mpiio`), the
+/// `cb_buffer_size` hint: bytes per aggregator per two-phase round, and the
+/// most a bounce buffer holds. ROMIO's default. Data otherwise moves
+/// straight between the user's memory and the wire, so a request's memory
+/// beyond the user's buffer is bounded by this plus the transport's
+/// chunks in flight. `c/collective.c` repeats it as `WEFT_CB_BUFFER_DEFAULT`.
+pub const MPIIO_WINDOW_BYTES_DEFAULT: u64 = 16 << 20;
+/// Smallest window the hint may set.
+pub const MPIIO_WINDOW_BYTES_MIN: u64 = 1;
+/// Largest window the hint may set (`c/collective.c`: `WEFT_CB_BUFFER_MAX`).
+pub const MPIIO_WINDOW_BYTES_MAX: u64 = 1 << 30;
+
 // ---------- relations ----------
 
 const _: () = assert!(LIST_REGIONS_MAX as u64 * 20 + 1024 <= HEADER_BYTES_MAX as u64);
 const _: () = assert!(FRAME_PAYLOAD_BYTES_MAX >= CHUNK_BYTES_MAX);
 const _: () = assert!(HEADER_BYTES_MAX as usize >= READDIR_ENTRIES_MAX as usize * (NAME_BYTES_MAX + 64));
 const _: () = assert!(WRITE_WINDOW_CHUNKS >= 1);
+const _: () = assert!(DOWNLOAD_WINDOW_FRAMES >= 1);
 const _: () = assert!(CONNECTION_MEMORY_BYTES_MAX <= 1 << 30);
 const _: () = assert!(DATALOOP_ENCODED_BYTES_MAX + DATATYPE_ACCESS_OTHER_BYTES_MAX <= HEADER_BYTES_MAX as u64);
 const _: () = assert!(DATALOOP_DEPTH_MAX >= 2 && DATALOOP_DEPTH_MAX <= DATALOOP_NODES_MAX);
