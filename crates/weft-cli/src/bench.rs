@@ -113,8 +113,8 @@ pub struct MdArgs {
     #[arg(long)]
     by_path: bool,
     /// Injected delay per message in the workers' transport, ms (emulates
-    /// a wide-area client; the servers are not slowed). `WEFT_FAULTS` in
-    /// the environment reaches the workers too.
+    /// a wide-area client; the servers are not slowed). `weft --faults`
+    /// reaches the workers too.
     #[arg(long, default_value_t = 0)]
     delay_ms: u64,
     /// Print one JSON object per result.
@@ -244,7 +244,12 @@ struct Worker {
 
 fn start_worker(config_path: &std::path::Path, args: &[String]) -> Result<Worker, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut child = Command::new(exe)
+    let mut command = Command::new(exe);
+    let faults = weft_client::process_faults();
+    if faults.is_active() {
+        command.arg("--faults").arg(faults.to_spec());
+    }
+    let mut child = command
         .arg("--config")
         .arg(config_path)
         .args(["bench", "worker"])

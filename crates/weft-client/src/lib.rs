@@ -27,7 +27,7 @@ pub mod sessions;
 pub use weft_net::{counters, faults, pool, transport};
 
 pub use blocking::BlockingClient;
-pub use client::{Client, ClientOptions, FsStatus, Stat};
+pub use client::{process_faults, set_process_faults, Client, ClientOptions, FsStatus, Stat};
 pub use io::File;
 pub use namespace::{CreateOptions, EntryPlus};
 pub use noncontig::{FileAccess, IoMethod, MemoryLayout};

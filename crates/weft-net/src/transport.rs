@@ -168,7 +168,12 @@ impl Connection {
             timeout,
         });
         match connection.call(greeting, Bulk::None).await? {
-            Reply::Hello { .. } => Ok(connection),
+            Reply::Hello { protocol_version, .. } if protocol_version == PROTOCOL_VERSION => Ok(connection),
+            Reply::Hello { .. } => {
+                // A server of another protocol version (it should have refused us first).
+                connection.close();
+                Err(ErrorCode::VersionMismatch)
+            }
             _ => Err(ErrorCode::Protocol),
         }
     }

@@ -12,6 +12,10 @@
 //! freed (and capacity accounting sees them free) as soon as the requests
 //! still using it finish. A datafile that was never written has no file: it
 //! reads as empty and has size 0.
+//!
+//! `data/FORMAT` names the layout's version (`weft-bytestreams 1`); a
+//! directory of another version is refused at open ([`check_format`]), and
+//! one without the file (made before versions were recorded) is version 1.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -36,8 +40,53 @@ pub struct Bytestreams {
     descriptors: Descriptors,
 }
 
+/// The bytestream layout (paths, one file per datafile, holes as zeros)
+/// this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+/// The file in `data/` that names the layout's version.
+const FORMAT_FILE: &str = "FORMAT";
+/// Its contents before the version number.
+const FORMAT_PREFIX: &str = "weft-bytestreams ";
+
 fn io_error(err: std::io::Error) -> ErrorCode {
     ErrorCode::from_io(&err)
+}
+
+/// Reads the text of `data/FORMAT`: `Ok(())` for this build's version, an
+/// explanation otherwise.
+pub fn check_format(text: &str) -> Result<(), String> {
+    let version = text
+        .strip_prefix(FORMAT_PREFIX)
+        .and_then(|rest| rest.trim_end().parse::<u32>().ok())
+        .ok_or_else(|| format!("unreadable bytestream format file (expected `{FORMAT_PREFIX}N`): {text:?}"))?;
+    if version != FORMAT_VERSION {
+        return Err(format!(
+            "bytestream layout version {version} is not known to this build (it reads version {FORMAT_VERSION}); \
+             see docs/FORMAT.md, Upgrades"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks `data/FORMAT`, writing it (durably: file, then directory) where
+/// it is missing.
+fn open_format(root: &Path) -> WeftResult<()> {
+    let path = root.join(FORMAT_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => check_format(&text).map_err(|message| {
+            tracing::error!("storage format: {}: {message}", path.display());
+            ErrorCode::VersionMismatch
+        }),
+        Err(err) if err.kind() == ErrorKind::NotFound => {
+            let temporary = root.join(format!("{FORMAT_FILE}.tmp"));
+            let file = File::create(&temporary).map_err(io_error)?;
+            file.write_all_at(format!("{FORMAT_PREFIX}{FORMAT_VERSION}\n").as_bytes(), 0).map_err(io_error)?;
+            file.sync_all().map_err(io_error)?;
+            std::fs::rename(&temporary, &path).map_err(io_error)?;
+            File::open(root).and_then(|dir| dir.sync_all()).map_err(io_error)
+        }
+        Err(err) => Err(io_error(err)),
+    }
 }
 
 impl Bytestreams {
@@ -50,6 +99,7 @@ impl Bytestreams {
     pub fn with_descriptors(storage: &Path, descriptors_max: usize) -> WeftResult<Bytestreams> {
         let root = storage.join("data");
         std::fs::create_dir_all(&root).map_err(io_error)?;
+        open_format(&root)?;
         Ok(Bytestreams { root, descriptors: Descriptors::new(descriptors_max) })
     }
 
@@ -322,5 +372,23 @@ mod tests {
         store.write_at(h, 0, b"again").unwrap();
         assert_eq!(std::fs::read(store.path(h)).unwrap(), b"again");
         assert!(store.used_bytes().unwrap() > 0);
+    }
+
+    #[test]
+    fn a_bytestream_directory_of_another_layout_version_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(Bytestreams::open(dir.path()).unwrap());
+        let format = dir.path().join("data").join(FORMAT_FILE);
+        assert_eq!(std::fs::read_to_string(&format).unwrap(), "weft-bytestreams 1\n");
+        std::fs::write(&format, "weft-bytestreams 2\n").unwrap();
+        assert_eq!(Bytestreams::open(dir.path()).err(), Some(ErrorCode::VersionMismatch));
+        let message = check_format("weft-bytestreams 2\n").unwrap_err();
+        assert!(message.contains("layout version 2 is not known to this build (it reads version 1)"), "{message}");
+        std::fs::write(&format, "garbage").unwrap();
+        assert_eq!(Bytestreams::open(dir.path()).err(), Some(ErrorCode::VersionMismatch));
+        // A directory from before versions were recorded is version 1.
+        std::fs::remove_file(&format).unwrap();
+        drop(Bytestreams::open(dir.path()).unwrap());
+        assert_eq!(std::fs::read_to_string(&format).unwrap(), "weft-bytestreams 1\n");
     }
 }

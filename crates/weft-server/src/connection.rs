@@ -98,7 +98,10 @@ impl Connection {
             let request_id = frame.header.request_id;
             if frame.header.protocol_version != PROTOCOL_VERSION {
                 self.send_reply(request_id, Err(ErrorCode::VersionMismatch)).await;
-                return Err(format!("protocol version {}", frame.header.protocol_version));
+                return Err(format!(
+                    "refused: a frame of protocol version {}; this server speaks version {PROTOCOL_VERSION}",
+                    frame.header.protocol_version
+                ));
             }
             match frame.header.kind {
                 FrameKind::Request if !greeted => {
@@ -126,9 +129,19 @@ impl Connection {
                 self.send_reply(request_id, Ok(reply)).await;
                 Ok(limits::PEER_REQUESTS_INFLIGHT_MAX)
             }
-            Ok(Request::Hello { protocol_version }) | Ok(Request::PeerHello { protocol_version, .. }) => {
+            Ok(Request::Hello { protocol_version }) => {
                 self.send_reply(request_id, Err(ErrorCode::VersionMismatch)).await;
-                Err(format!("hello with protocol version {protocol_version}"))
+                Err(format!(
+                    "refused: a client speaks protocol version {protocol_version}; this server speaks version \
+                     {PROTOCOL_VERSION}"
+                ))
+            }
+            Ok(Request::PeerHello { protocol_version, server_id }) => {
+                self.send_reply(request_id, Err(ErrorCode::VersionMismatch)).await;
+                Err(format!(
+                    "refused: server {server_id} speaks protocol version {protocol_version}; this server speaks \
+                     version {PROTOCOL_VERSION}"
+                ))
             }
             _ => {
                 self.send_reply(request_id, Err(ErrorCode::Protocol)).await;

@@ -132,6 +132,16 @@ fn protocol_version_is_checked() {
     raw.send_frame(&frame);
     assert_eq!(raw.reply_for(1), Err(ErrorCode::VersionMismatch));
     assert!(raw.closed());
+    // A server of another protocol version is refused as a peer.
+    let mut raw = Raw::connect(&cluster);
+    assert_eq!(
+        raw.request(&Request::PeerHello { protocol_version: PROTOCOL_VERSION + 1, server_id: 9 }),
+        Err(ErrorCode::VersionMismatch)
+    );
+    assert!(raw.closed());
+    let refusal =
+        format!("refused: server 9 speaks protocol version {}; this server speaks version", PROTOCOL_VERSION + 1);
+    assert!(cluster.logs().contains(&refusal), "{}", cluster.logs());
     // A request before hello.
     let mut raw = Raw::connect(&cluster);
     assert_eq!(raw.request(&Request::Ping), Err(ErrorCode::Protocol));
