@@ -13,7 +13,8 @@
 # before every read phase (io, fio) when the kernel lets us; reads are
 # marked "cold" or "warm" in the JSON.
 # io: `weft bench io` (every byte read is checked, outside the timer).
-# md: `weft bench md` one and INFLIGHT (8) in flight per process, plus the
+# md: `weft bench md` one and INFLIGHT (8) in flight per process, files of
+#   1 stripe (create, stat, remove) one in flight, plus the
 #   disk's floor for one-at-a-time durable operations (scripts/fsync-floor.py:
 #   4 threads each appending 300 bytes + fdatasync, on the servers' disk).
 # rpc: `weft bench rpc` (null request and 4 KiB I/O latency and CPU per
@@ -110,6 +111,7 @@ for run in $(seq 1 $RUNS); do
       md)
         $weft bench md --procs 4 --files $MD_FILES --json >> $raw
         $weft bench md --procs 4 --files $MD_FILES --inflight $INFLIGHT --json >> $raw
+        $weft bench md --procs 4 --files $MD_FILES --stripe-count 1 --phases create,stat,remove --json >> $raw
         python3 scripts/fsync-floor.py --dir $dir/server-0 --threads 4 --ops $MD_FILES >> $raw ;;
       rpc) $weft bench rpc --count $RPC_COUNT --io-count $RPC_IO_COUNT --json >> $raw ;;
       hpio)

@@ -3,14 +3,14 @@
 # scripts/bench.sh and scripts/bench-mpi.sh (RUNS times each, default 3) and
 # the full-disk reliability test, each with its raw JSON in one results
 # directory, records the commit, the machine and the load before and after
-# every phase, gathers everything into one file (bench/results/RUN.jsonl,
-# committed), and renders the page with scripts/render-benchmarks.py from
+# every phase, gathers everything into one file (bench/results/RUN.jsonl.gz,
+# committed: every raw JSON line, tagged with its phase), and renders the page with scripts/render-benchmarks.py from
 # bench/BENCHMARKS.template.md.
 #
 #   nohup scripts/benchmarks.sh > target/benchmarks.log 2>&1 &    # about 60 min here
 #   QUICK=1 RUNS=1 scripts/benchmarks.sh                           # tiny sizes: checks the pipeline
 #   ONLY="io md" scripts/benchmarks.sh                             # some phases only (page not written)
-#   scripts/render-benchmarks.py bench/results/RUN.jsonl > BENCHMARKS.md   # re-render
+#   scripts/render-benchmarks.py bench/results/RUN.jsonl.gz > BENCHMARKS.md   # re-render
 #
 # Every phase runs under `timeout` (PHASE_TIMEOUT, default 1500 s): the run
 # stops by itself; a phase that fails or times out is recorded as such and
@@ -23,7 +23,7 @@ stamp=$(date -u +%Y%m%dT%H%M%SZ)
 work=${WORK:-target/benchmarks/$stamp}
 mkdir -p "$work"
 work=$(cd "$work" && pwd)
-results=${RESULTS:-bench/results/$stamp.jsonl}
+results=${RESULTS:-bench/results/$stamp.jsonl.gz}
 meta=$work/phases.jsonl
 : > "$meta"
 
@@ -131,6 +131,6 @@ if [ -n "${ONLY:-}" ]; then
   exit 0
 fi
 mkdir -p "$(dirname "$results")"
-cp "$work/all.jsonl" "$results"
+case $results in *.gz) gzip -9 -n -c "$work/all.jsonl" > "$results" ;; *) cp "$work/all.jsonl" "$results" ;; esac
 python3 scripts/render-benchmarks.py "$results" > BENCHMARKS.md
 echo "results: $results ($(wc -c < "$results") bytes); BENCHMARKS.md written" >&2

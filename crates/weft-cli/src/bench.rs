@@ -665,6 +665,7 @@ fn bench_md(config: Config, config_path: PathBuf, args: MdArgs) -> Result<(), St
                 "method": if args.client_driven { "client_driven" } else { "aggregate" },
                 "inflight": args.inflight.max(1), "paths": if args.by_path { "full" } else { "dir_handle" },
                 "delay_ms": args.delay_ms,
+                "stripe_count": args.stripe_count.map_or(json!("config"), |n| json!(n)),
                 "ops_per_s": (ops as f64 / seconds).round(),
                 "client_cpu_us_per_op": (cpu / ops as f64 * 1e6 * 10.0).round() / 10.0,
                 "latency_us_p50": percentile(0.5),
