@@ -150,6 +150,15 @@ def phase_line(*names):
             continue
         status = "ok" if p["status"] == 0 else ("**timed out**" if p.get("timed_out") else f"**failed (exit {p['status']})**")
         parts.append(f"`{name}` {status}, {p['seconds']:.0f} s, load {p['load_before']:.1f} → {p['load_after']:.1f}")
+    cmds = []
+    for name in names:
+        if name.startswith("mpi-"):
+            cmds.append(f"`RUNS={RUN.get('runs', 3)} scripts/bench-mpi.sh {name[4:]}`")
+        elif name == "full-disk":
+            cmds.append("the `full_disk` test (below)")
+        else:
+            cmds.append(f"`RUNS={RUN.get('runs', 3)} scripts/bench.sh {name}`")
+    parts.append("run alone: " + ", ".join(cmds) + " with the sizes above")
     loads = [PHASES[n][k] for n in names if n in PHASES for k in ("load_before", "load_after")]
     label = f" — *indicative: machine loaded (load {max(loads):.1f})*" if loads and max(loads) > LOADED else ""
     return "*Phase: " + "; ".join(parts) + "*" + label
