@@ -4,7 +4,7 @@
 # local Weft of 4 servers (libweft_mpiio preloaded, weft: paths) and on the
 # local disk through ROMIO (--mca io romio321, no preload), plus the native
 # client (`weft bench io`) in the same run. Prints the JSON lines
-# (target/bench-mpi/raw.jsonl), the median and range of every figure
+# ($OUT/raw.jsonl, OUT default target/bench-mpi), the median and range of every figure
 # (target/bench-mpi/medians.txt) and the ratios the issue asks about
 # (target/bench-mpi/ratios.txt).
 #
@@ -12,6 +12,7 @@
 #        [flash] [s3d] [s3asim] [peak]   (default: all)
 # Environment: RUNS (3), NP (4), HPIO_HINTS (e.g. "list,posix,sieve":
 # extra c-nc runs with the weft_io_method hint; default none),
+# HPIO_BIG (65536: c-nc independent, issue 10's case),
 # MAD_NPIX (2048), MAD_NBIN (8), CONTIG_BLOCK (256M per rank), EASY_BLOCK
 # (64M per rank), HARD_SEGMENTS (256), HPIO_COUNTS (1024,4096,16384).
 # The application benchmarks (bench/mpi/README.md) run every method of
@@ -52,6 +53,7 @@ EASY_BLOCK=${EASY_BLOCK:-64M}
 HARD_SEGMENTS=${HARD_SEGMENTS:-256}
 HPIO_COUNTS=${HPIO_COUNTS:-1024,4096,16384}
 HPIO_HINTS=${HPIO_HINTS:-}
+HPIO_BIG=${HPIO_BIG:-65536}
 APP_METHODS=${APP_METHODS:-posix,sieving,list,datatype,two-phase,coll-datatype}
 TILE_FRAMES=${TILE_FRAMES:-10}
 BLOCK3D_SIZE=${BLOCK3D_SIZE:-256}
@@ -70,8 +72,9 @@ cargo build --release --locked -p weft-cli -p weft-mpiio
 crates/weft-mpiio/build-so.sh "$PWD/target/release" >/dev/null
 weft=$PWD/target/release/weft
 lib=$PWD/target/release/mpiio/libweft_mpiio_openmpi.so
-out=$PWD/target/bench-mpi
-bin=$out/bin
+out=${OUT:-$PWD/target/bench-mpi}
+out=$(mkdir -p "$out" && cd "$out" && pwd)
+bin=$PWD/target/bench-mpi/bin
 make -s -C bench/mpi OUT="$bin"
 mkdir -p "$out"
 raw=$out/raw.jsonl
@@ -135,6 +138,8 @@ for run in $(seq 1 "$RUNS"); do
           $runner "$bin/mpi_hpio" --path "$path" --region-count 4096 --region-bytes 64,512,4096 --io independent --min-seconds 0.1 >> "$raw"
           # region spacing sweep (4096 regions of 8 bytes), c-nc, independent
           $runner "$bin/mpi_hpio" --path "$path" --region-count 4096 --spacing 8,1024,8192 --cases c-nc --io independent --min-seconds 0.1 >> "$raw"
+          # issue 10's case: c-nc, HPIO_BIG (65536) 8-byte regions per rank, independent
+          $runner "$bin/mpi_hpio" --path "$path" --region-count "$HPIO_BIG" --cases c-nc --io independent --min-seconds 0.1 >> "$raw"
           # datatype against one call per region (8-byte regions)
           $runner "$bin/mpi_hpio" --path "$path" --region-count 4096 --cases c-nc --methods posix --io independent --min-seconds 0 >> "$raw"
           for h in ${HPIO_HINTS//,/ }; do
