@@ -8,7 +8,20 @@ use std::path::Path;
 
 /// Fsyncs the directory `dir`, making the names created in it durable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    std::fs::File::open(dir)?.sync_all()
+    std::fs::File::open(dir)?.sync_all()?;
+    #[cfg(test)]
+    SYNCED.lock().expect("synced directories").push(dir.to_path_buf());
+    Ok(())
+}
+
+/// Directories fsynced so far (tests check that the names they rely on were made durable).
+#[cfg(test)]
+pub static SYNCED: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// How many times `dir` was fsynced.
+#[cfg(test)]
+pub fn synced_count(dir: &Path) -> usize {
+    SYNCED.lock().expect("synced directories").iter().filter(|d| d.as_path() == dir).count()
 }
 
 /// Creates `dir` and any missing parents, fsyncing the parent of each

@@ -289,6 +289,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (mut wal, replay) = Wal::open(dir.path(), 1 << 20).unwrap();
         assert!(replay.is_empty());
+        assert_eq!(crate::durable::synced_count(dir.path()), 1, "the new log's name is made durable");
         for n in 0..5 {
             wal.append(&Wal::encode(&batch(n)).unwrap()).unwrap();
         }
