@@ -232,9 +232,13 @@ impl Client {
         Ok(self.stat_handle(file.handle).await?.size)
     }
 
-    /// Makes the file's bytes durable on every server holding them.
+    /// Makes the file's bytes durable on every server holding them, and its
+    /// metadata at its metafile's server (which, with `metadata_sync =
+    /// none`, waits for its committed changes to be durable).
     pub async fn fsync(&self, file: &File) -> WeftResult<()> {
         let mut by_server: BTreeMap<u32, Vec<Handle>> = BTreeMap::new();
+        // The metafile has no local bytes: syncing it is a no-op besides the metadata.
+        by_server.entry(self.server_of(file.handle)?).or_default().push(file.handle);
         for handle in &file.layout.datafiles {
             by_server.entry(self.server_of(*handle)?).or_default().push(*handle);
         }

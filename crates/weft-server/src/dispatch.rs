@@ -130,7 +130,11 @@ pub async fn dispatch(service: &Service, request: Request, link: &mut Link) -> R
                 .await
         }
         Request::StatFs => Ok(Reply::Status(cluster.status().await?)),
-        Request::Fsync { handles } => storage.fsync(handles).await,
+        Request::Fsync { handles } => {
+            storage.fsync(handles).await?;
+            // With `metadata_sync = none`, the file's metadata too (everything committed so far).
+            metadata.flush_if_lazy().await
+        }
         Request::Counters => Ok(Reply::Counters(storage.counters.snapshot())),
     }
 }

@@ -7,6 +7,8 @@
 //! - [`nowait`]: page-cache-only reads (`RWF_NOWAIT`) that never block a runtime worker.
 //! - [`committer`]: the one writer of the store; group commit; object ids.
 //! - [`wal`]: the metadata write-ahead log that makes group commits durable.
+//! - [`durable`]: directory fsyncs (a new name is durable only once its directory is).
+//! - [`crashsim`] (tests only): simulated storage that crashes at any write or sync.
 //! - [`reserve`]: the metadata reserve (real blocks for the log and the store's growth).
 //! - [`namespace`]: namespace changes applied inside the committer's transaction.
 //! - [`perm`]: mode-bit checks.
@@ -40,8 +42,11 @@ pub mod committer;
 pub mod connection;
 pub mod contiguous;
 pub mod counters;
+#[cfg(test)]
+mod crashsim;
 pub mod datafiles;
 pub mod dispatch;
+pub mod durable;
 pub mod growth;
 pub mod here;
 pub mod link;

@@ -278,7 +278,8 @@ pub fn storage_error<E: Into<redb::Error>>(err: E) -> ErrorCode {
 pub struct Store {
     /// `None` only while [`Store::reopen`] runs.
     db: RwLock<Option<Database>>,
-    dir: PathBuf,
+    /// Opens the database (again, for [`Store::reopen`]).
+    opener: Box<dyn Fn() -> WeftResult<Database> + Send + Sync>,
     headroom: Arc<Headroom>,
 }
 
@@ -286,13 +287,34 @@ impl Store {
     /// Opens (or creates) the database and its tables, keeping
     /// `headroom_bytes` allocated behind it.
     pub fn open(dir: &Path, headroom_bytes: u64) -> WeftResult<Store> {
-        std::fs::create_dir_all(dir).map_err(|e| ErrorCode::from_io(&e))?;
+        crate::durable::create_dir_all_durable(dir).map_err(|e| ErrorCode::from_io(&e))?;
+        let existed = dir.join("meta.redb").exists();
         let file = Self::open_file(dir)?;
+        if !existed {
+            // The new name is durable only once its directory is.
+            crate::durable::sync_dir(dir).map_err(|e| ErrorCode::from_io(&e))?;
+        }
         let headroom =
             Arc::new(Headroom::new(file.try_clone().map_err(|e| ErrorCode::from_io(&e))?, dir, headroom_bytes));
         headroom.top_up();
-        let db = Self::open_database(dir, file, &headroom)?;
-        Ok(Store { db: RwLock::new(Some(db)), dir: dir.to_path_buf(), headroom })
+        let db = Self::open_database(StoreBackend::new(file, headroom.clone())?, &dir.join("meta.redb"))?;
+        let (dir, for_reopen): (PathBuf, Arc<Headroom>) = (dir.to_path_buf(), headroom.clone());
+        let opener = Box::new(move || {
+            let backend = StoreBackend::new(Self::open_file(&dir)?, for_reopen.clone())?;
+            Self::open_database(backend, &dir.join("meta.redb"))
+        });
+        Ok(Store { db: RwLock::new(Some(db)), opener, headroom })
+    }
+
+    /// Opens the database on the backend `open` returns (now, and again at
+    /// every [`Store::reopen`]), with `headroom` as its reserve.
+    pub fn open_on<B: redb::StorageBackend>(
+        open: impl Fn() -> WeftResult<B> + Send + Sync + 'static,
+        headroom: Arc<Headroom>,
+    ) -> WeftResult<Store> {
+        let opener = Box::new(move || Self::open_database(open()?, Path::new("(store on a test backend)")));
+        let db = opener()?;
+        Ok(Store { db: RwLock::new(Some(db)), opener, headroom })
     }
 
     fn open_file(dir: &Path) -> WeftResult<std::fs::File> {
@@ -305,8 +327,7 @@ impl Store {
             .map_err(|e| ErrorCode::from_io(&e))
     }
 
-    fn open_database(dir: &Path, file: std::fs::File, headroom: &Arc<Headroom>) -> WeftResult<Database> {
-        let backend = StoreBackend::new(file, headroom.clone())?;
+    fn open_database(backend: impl redb::StorageBackend, name: &Path) -> WeftResult<Database> {
         let db = Database::builder().create_with_backend(backend).map_err(storage_error)?;
         let txn = db.begin_write().map_err(storage_error)?;
         {
@@ -316,7 +337,7 @@ impl Store {
                 Ok(true) => drop(format.insert("store", FORMAT_VERSION).map_err(storage_error)?),
                 Ok(false) => {}
                 Err(message) => {
-                    tracing::error!("storage format: {}: {message}", dir.join("meta.redb").display());
+                    tracing::error!("storage format: {}: {message}", name.display());
                     return Err(ErrorCode::VersionMismatch);
                 }
             }
@@ -347,8 +368,7 @@ impl Store {
         let mut slot = self.db.write().expect("store lock");
         // The old database must be closed (its file locks released) first.
         drop(slot.take());
-        let file = Self::open_file(&self.dir)?;
-        *slot = Some(Self::open_database(&self.dir, file, &self.headroom)?);
+        *slot = Some((self.opener)()?);
         Ok(())
     }
 
@@ -571,6 +591,11 @@ impl<'t> Writer<'t> {
 
     fn remember(&self, step: Undo) {
         self.undo.borrow_mut().push(step);
+    }
+
+    /// Whether any change has been made (and not rolled back).
+    pub fn changed(&self) -> bool {
+        !self.log.borrow().is_empty()
     }
 
     /// The changes made so far, in order.

@@ -102,9 +102,46 @@ fn io_error(err: std::io::Error) -> ErrorCode {
     ErrorCode::from_io(&err)
 }
 
+/// The file under the log: a real file, or a simulated one in the crash
+/// tests ([`crate::crashsim`]).
+pub trait LogFile: Send {
+    /// Reads exactly `buf.len()` bytes at `offset`.
+    fn read_into(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()>;
+    /// Writes all of `data` at `offset`.
+    fn write_from(&self, offset: u64, data: &[u8]) -> std::io::Result<()>;
+    /// Makes the written bytes durable.
+    fn sync(&self) -> std::io::Result<()>;
+    /// The file's length.
+    fn length(&self) -> std::io::Result<u64>;
+    /// Gives the file real blocks (and length) for `0..size`.
+    fn allocate(&self, size: u64) -> std::io::Result<()>;
+}
+
+impl LogFile for File {
+    fn read_into(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.read_exact_at(buf, offset)
+    }
+
+    fn write_from(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.write_all_at(data, offset)
+    }
+
+    fn sync(&self) -> std::io::Result<()> {
+        self.sync_data()
+    }
+
+    fn length(&self) -> std::io::Result<u64> {
+        Ok(self.metadata()?.len())
+    }
+
+    fn allocate(&self, size: u64) -> std::io::Result<()> {
+        crate::reserve::allocate(self, 0, size, false)
+    }
+}
+
 /// The open log.
 pub struct Wal {
-    file: File,
+    file: Box<dyn LogFile>,
     generation: u64,
     tail: u64,
     /// The file's allocated size; a checkpoint happens before the log would outgrow it.
@@ -117,16 +154,27 @@ impl Wal {
     /// log that is already larger keeps its size.
     pub fn open(dir: &Path, size_bytes: u64) -> WeftResult<(Wal, Vec<Vec<Mutation>>)> {
         let path = dir.join("meta.wal");
+        let existed = path.exists();
         let file =
             OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io_error)?;
-        let length = file.metadata().map_err(io_error)?.len();
+        let opened = Wal::open_file(Box::new(file), size_bytes)?;
+        if !existed {
+            // The new name is durable only once its directory is.
+            crate::durable::sync_dir(dir).map_err(io_error)?;
+        }
+        Ok(opened)
+    }
+
+    /// [`Wal::open`] on an already open file.
+    pub fn open_file(file: Box<dyn LogFile>, size_bytes: u64) -> WeftResult<(Wal, Vec<Vec<Mutation>>)> {
+        let length = file.length().map_err(io_error)?;
         let size_bytes = size_bytes.max(length);
         // Also fills the holes of a log from before the reserve (sparse set_len).
-        crate::reserve::allocate(&file, 0, size_bytes, false).map_err(io_error)?;
+        file.allocate(size_bytes).map_err(io_error)?;
         let mut header = [0u8; HEADER_BYTES as usize];
-        file.read_exact_at(&mut header, 0).map_err(io_error)?;
+        file.read_into(0, &mut header).map_err(io_error)?;
         let generation = decode_header(&header).map_err(|message| {
-            tracing::error!("storage format: {}: {message}", path.display());
+            tracing::error!("storage format: meta.wal: {message}");
             ErrorCode::VersionMismatch
         })?;
         let mut wal = Wal { file, generation: generation.unwrap_or(0), tail: HEADER_BYTES, size_bytes };
@@ -139,8 +187,8 @@ impl Wal {
     }
 
     fn write_header(&mut self, generation: u64) -> WeftResult<()> {
-        self.file.write_all_at(&encode_header(generation), 0).map_err(io_error)?;
-        self.file.sync_data().map_err(io_error)?;
+        self.file.write_from(0, &encode_header(generation)).map_err(io_error)?;
+        self.file.sync().map_err(io_error)?;
         self.generation = generation;
         self.tail = HEADER_BYTES;
         Ok(())
@@ -153,7 +201,7 @@ impl Wal {
         let mut at = HEADER_BYTES;
         loop {
             let mut head = [0u8; RECORD_HEADER_BYTES as usize];
-            match self.file.read_exact_at(&mut head, at) {
+            match self.file.read_into(at, &mut head) {
                 Ok(()) => {}
                 Err(err) if err.kind() == ErrorKind::UnexpectedEof => break,
                 Err(err) => return Err(io_error(err)),
@@ -162,7 +210,7 @@ impl Wal {
                 break;
             };
             let mut payload = vec![0u8; length as usize];
-            if self.file.read_exact_at(&mut payload, at + RECORD_HEADER_BYTES).is_err() {
+            if self.file.read_into(at + RECORD_HEADER_BYTES, &mut payload).is_err() {
                 break;
             }
             let Some(batch) = decode_payload(self.generation, checksum, &payload) else {
@@ -198,8 +246,8 @@ impl Wal {
         let mut record = encode_record(self.generation, payload);
         // A zero length after the record marks the end even over stale bytes.
         record.extend_from_slice(&[0u8; RECORD_HEADER_BYTES as usize]);
-        self.file.write_all_at(&record, self.tail).map_err(io_error)?;
-        self.file.sync_data().map_err(io_error)?;
+        self.file.write_from(self.tail, &record).map_err(io_error)?;
+        self.file.sync().map_err(io_error)?;
         self.tail += RECORD_HEADER_BYTES + payload.len() as u64;
         Ok(start)
     }
@@ -207,8 +255,8 @@ impl Wal {
     /// Takes back the last record, which starts at `start`: its length is
     /// zeroed (the end mark), durably.
     pub fn retract(&mut self, start: u64) -> WeftResult<()> {
-        self.file.write_all_at(&[0u8; RECORD_HEADER_BYTES as usize], start).map_err(io_error)?;
-        self.file.sync_data().map_err(io_error)?;
+        self.file.write_from(start, &[0u8; RECORD_HEADER_BYTES as usize]).map_err(io_error)?;
+        self.file.sync().map_err(io_error)?;
         self.tail = start;
         Ok(())
     }
@@ -341,6 +389,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (mut wal, replay) = Wal::open(dir.path(), 1 << 20).unwrap();
         assert!(replay.is_empty());
+        assert_eq!(crate::durable::synced_count(dir.path()), 1, "the new log's name is made durable");
         for n in 0..5 {
             wal.append(&Wal::encode(&batch(n)).unwrap()).unwrap();
         }
