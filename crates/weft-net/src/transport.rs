@@ -27,7 +27,9 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Semaphore};
 use weft_proto::frame::{read_frame, Frame, FrameKind};
-use weft_proto::limits::{CHUNK_BYTES_MAX, PROTOCOL_VERSION, REQUESTS_INFLIGHT_MAX, WRITE_WINDOW_CHUNKS};
+use weft_proto::limits::{CHUNK_BYTES_MAX, REQUESTS_INFLIGHT_MAX, WRITE_WINDOW_CHUNKS};
+
+use crate::auth::Authenticator;
 use weft_proto::message::{self, Reply, ReplyResult, Request};
 use weft_proto::{ErrorCode, WeftResult};
 
@@ -98,14 +100,16 @@ pub enum Bulk<'a> {
 }
 
 impl Connection {
-    /// Connects, says hello, and starts the reader and writer tasks.
-    pub async fn open(address: SocketAddr, timeout: Duration) -> WeftResult<Arc<Connection>> {
-        Connection::open_with(address, timeout, Request::Hello { protocol_version: PROTOCOL_VERSION }).await
-    }
-
-    /// As [`Connection::open`], greeting with `greeting` (`Hello` or, from
-    /// a server, `PeerHello`).
-    pub async fn open_with(address: SocketAddr, timeout: Duration, greeting: Request) -> WeftResult<Arc<Connection>> {
+    /// Connects, greets with `greeting` (`Hello` or, from a server,
+    /// `PeerHello`), authenticates with `auth` (the proof covers the nonce
+    /// of the server's hello reply), and starts the reader and writer tasks.
+    /// A refused proof is `Access` (or the server's code).
+    pub async fn open_with(
+        address: SocketAddr,
+        timeout: Duration,
+        greeting: Request,
+        auth: &Authenticator,
+    ) -> WeftResult<Arc<Connection>> {
         let stream = tokio::time::timeout(timeout, TcpStream::connect(address))
             .await
             .map_err(|_| ErrorCode::TimedOut)?
@@ -127,8 +131,12 @@ impl Connection {
             closed,
             timeout,
         });
-        match connection.call(greeting, Bulk::None).await? {
-            Reply::Hello { .. } => Ok(connection),
+        let Reply::Hello { server_id, nonce, .. } = connection.call(greeting, Bulk::None).await? else {
+            return Err(ErrorCode::Protocol);
+        };
+        let proof = auth.proof(server_id, &nonce).await?;
+        match connection.call(Request::Authenticate { proof }, Bulk::None).await? {
+            Reply::Done => Ok(connection),
             _ => Err(ErrorCode::Protocol),
         }
     }
