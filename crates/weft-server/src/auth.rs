@@ -13,7 +13,7 @@
 //! and refuses, before the request runs, what the identity may not ask:
 //! - peer-only requests (precreate reservations, status exchange,
 //!   destructive or mark-changing collectives, single-object steps, scans)
-//!   from clients other than root: `Perm`;
+//!   from clients other than root and key holders: `Perm`;
 //! - a request whose `cred` is not the connection's own identity, unless
 //!   the connection is root or a configured proxy uid: `Perm`.
 //!
@@ -59,6 +59,9 @@ pub enum Identity {
         cred: Credentials,
         /// Root or a configured proxy: may act for other users.
         proxy: bool,
+        /// Proved the file-system key (could greet as a peer anyway):
+        /// may send peer-only requests, like root.
+        key_holder: bool,
     },
 }
 
@@ -104,7 +107,7 @@ impl Auth {
             }
             (Greeting::Client, Proof::Key { cred, mac }) => {
                 match verify_key_mac(&self.key, &client_message(self.server_id, nonce, &cred), &mac) {
-                    true => Ok(self.client(cred)),
+                    true => Ok(self.client(cred, true)),
                     false => Err(ErrorCode::Access),
                 }
             }
@@ -121,15 +124,15 @@ impl Auth {
                 if decoded.payload != munge_payload(self.server_id, nonce) {
                     return Err(ErrorCode::Access);
                 }
-                Ok(self.client(Credentials { uid: decoded.uid, gid: decoded.gid, groups }))
+                Ok(self.client(Credentials { uid: decoded.uid, gid: decoded.gid, groups }, false))
             }
             _ => Err(ErrorCode::Access),
         }
     }
 
-    fn client(&self, cred: Credentials) -> Identity {
+    fn client(&self, cred: Credentials, key_holder: bool) -> Identity {
         let proxy = cred.uid == 0 || self.proxy_uids.contains(&cred.uid);
-        Identity::Client { cred, proxy }
+        Identity::Client { cred, proxy, key_holder }
     }
 }
 
@@ -163,7 +166,7 @@ enum Class<'a> {
     Greeting,
     /// Anyone authenticated.
     Open,
-    /// Peers (and root clients) only.
+    /// Peers (and root or key-holding clients) only.
     PeerOnly,
     /// Carries credentials that must be the connection's own.
     Acting(&'a Credentials),
@@ -236,16 +239,16 @@ fn class(request: &Request) -> Class<'_> {
 /// `Perm` if not (`Protocol` for a second greeting).
 pub fn admit(identity: &Identity, request: &Request) -> WeftResult<()> {
     let class = class(request);
-    let (cred, proxy) = match identity {
+    let (cred, proxy, key_holder) = match identity {
         Identity::Anyone | Identity::Peer => {
             return match class {
                 Class::Greeting => Err(ErrorCode::Protocol),
                 _ => Ok(()),
             };
         }
-        Identity::Client { cred, proxy } => (cred, *proxy),
+        Identity::Client { cred, proxy, key_holder } => (cred, *proxy, *key_holder),
     };
-    let root = cred.uid == 0;
+    let root = cred.uid == 0 || key_holder;
     let acting = match class {
         Class::Greeting => return Err(ErrorCode::Protocol),
         Class::Open => return Ok(()),
@@ -283,13 +286,13 @@ mod tests {
 
     #[test]
     fn clients_act_only_as_themselves_unless_proxy() {
-        let alice = Identity::Client { cred: user(1000), proxy: false };
+        let alice = Identity::Client { cred: user(1000), proxy: false, key_holder: false };
         assert_eq!(admit(&alice, &lookup(user(1000))), Ok(()));
         assert_eq!(admit(&alice, &lookup(Credentials { groups: vec![50], ..user(1000) })), Ok(()), "fewer groups");
         assert_eq!(admit(&alice, &lookup(user(0))), Err(ErrorCode::Perm), "forged uid");
         assert_eq!(admit(&alice, &lookup(Credentials { gid: 0, ..user(1000) })), Err(ErrorCode::Perm), "forged gid");
         assert_eq!(admit(&alice, &lookup(Credentials { groups: vec![0], ..user(1000) })), Err(ErrorCode::Perm));
-        let gateway = Identity::Client { cred: user(7), proxy: true };
+        let gateway = Identity::Client { cred: user(7), proxy: true, key_holder: false };
         assert_eq!(admit(&gateway, &lookup(user(1000))), Ok(()));
         assert_eq!(admit(&Identity::Peer, &lookup(user(1000))), Ok(()));
     }
@@ -308,10 +311,12 @@ mod tests {
             },
             Request::Collective { operation: CollectiveOp::RemoveObjects, groups: vec![], fanout: 0, round: 0 },
         ];
-        let alice = Identity::Client { cred: user(1000), proxy: false };
-        let gateway = Identity::Client { cred: user(7), proxy: true };
-        let root = Identity::Client { cred: user(0), proxy: true };
+        let alice = Identity::Client { cred: user(1000), proxy: false, key_holder: false };
+        let gateway = Identity::Client { cred: user(7), proxy: true, key_holder: false };
+        let root = Identity::Client { cred: user(0), proxy: true, key_holder: false };
+        let key_holder = Identity::Client { cred: user(1000), proxy: false, key_holder: true };
         for request in &requests {
+            assert_eq!(admit(&key_holder, request), Ok(()), "{request:?}");
             assert_eq!(admit(&alice, request), Err(ErrorCode::Perm), "{request:?}");
             assert_eq!(admit(&gateway, request), Err(ErrorCode::Perm), "{request:?}");
             assert_eq!(admit(&root, request), Ok(()), "{request:?}");
