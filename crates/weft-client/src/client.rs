@@ -71,16 +71,7 @@ pub fn process_faults() -> FaultConfig {
     PROCESS_FAULTS.get().cloned().unwrap_or_default()
 }
 
-/// The uid, gid and supplementary groups of this process.
-pub fn process_credentials() -> Credentials {
-    // SAFETY: plain libc getters without pointers, and getgroups into a buffer of the size we pass.
-    unsafe {
-        let mut groups = vec![0 as libc::gid_t; 256];
-        let n = libc::getgroups(groups.len() as i32, groups.as_mut_ptr());
-        groups.truncate(n.max(0) as usize);
-        Credentials { uid: libc::getuid(), gid: libc::getgid(), groups }
-    }
-}
+pub use weft_net::auth::process_credentials;
 
 /// State shared by every view of one client.
 pub(crate) struct Shared {

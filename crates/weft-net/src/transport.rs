@@ -32,6 +32,8 @@ use weft_proto::frame::{read_frame, Frame, FrameKind};
 use weft_proto::limits::{
     CHUNK_BYTES_MAX, DOWNLOAD_WINDOW_FRAMES, PROTOCOL_VERSION, REQUESTS_INFLIGHT_MAX, WRITE_WINDOW_CHUNKS,
 };
+
+use crate::auth::Authenticator;
 use weft_proto::message::{self, Reply, ReplyResult, Request};
 use weft_proto::{ErrorCode, WeftResult};
 
@@ -138,14 +140,16 @@ impl Bulk<'_> {
 }
 
 impl Connection {
-    /// Connects, says hello, and starts the reader and writer tasks.
-    pub async fn open(address: SocketAddr, timeout: Duration) -> WeftResult<Arc<Connection>> {
-        Connection::open_with(address, timeout, Request::Hello { protocol_version: PROTOCOL_VERSION }).await
-    }
-
-    /// As [`Connection::open`], greeting with `greeting` (`Hello` or, from
-    /// a server, `PeerHello`).
-    pub async fn open_with(address: SocketAddr, timeout: Duration, greeting: Request) -> WeftResult<Arc<Connection>> {
+    /// Connects, greets with `greeting` (`Hello` or, from a server,
+    /// `PeerHello`), authenticates with `auth` (the proof covers the nonce
+    /// of the server's hello reply), and starts the reader and writer tasks.
+    /// A refused proof is `Access` (or the server's code).
+    pub async fn open_with(
+        address: SocketAddr,
+        timeout: Duration,
+        greeting: Request,
+        auth: &Authenticator,
+    ) -> WeftResult<Arc<Connection>> {
         let stream = tokio::time::timeout(timeout, TcpStream::connect(address))
             .await
             .map_err(|_| ErrorCode::TimedOut)?
@@ -167,13 +171,17 @@ impl Connection {
             closed,
             timeout,
         });
-        match connection.call(greeting, Bulk::None).await? {
-            Reply::Hello { protocol_version, .. } if protocol_version == PROTOCOL_VERSION => Ok(connection),
-            Reply::Hello { .. } => {
-                // A server of another protocol version (it should have refused us first).
-                connection.close();
-                Err(ErrorCode::VersionMismatch)
-            }
+        let Reply::Hello { protocol_version, server_id, nonce } = connection.call(greeting, Bulk::None).await? else {
+            return Err(ErrorCode::Protocol);
+        };
+        if protocol_version != PROTOCOL_VERSION {
+            // A server of another protocol version (it should have refused us first).
+            connection.close();
+            return Err(ErrorCode::VersionMismatch);
+        }
+        let proof = auth.proof(server_id, &nonce).await?;
+        match connection.call(Request::Authenticate { proof }, Bulk::None).await? {
+            Reply::Done => Ok(connection),
             _ => Err(ErrorCode::Protocol),
         }
     }

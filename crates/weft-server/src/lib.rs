@@ -19,6 +19,7 @@
 //!   - [`sessions`]: client sessions with leases: shared file pointers, byte-range locks;
 //!   - [`cluster`]: peers, status, pool and reclaim wakes; operations across servers.
 //! - [`here`]: this server's id and the configuration (the locality checks every part makes).
+//! - [`auth`]: who a connection is (verified once, at its greeting) and what that lets it ask.
 //! - [`connection`]: framing, flow control and request tasks for one socket.
 //! - [`link`]: what a request handler may do with its connection (data out, chunks in, credits).
 //! - [`dispatch`]: the one map from every request kind to its handler.
@@ -36,6 +37,7 @@
 #![warn(missing_docs)]
 
 pub mod aggregate;
+pub mod auth;
 pub mod bytestream;
 pub mod cluster;
 pub mod committer;
@@ -96,6 +98,9 @@ pub enum ServerError {
         /// Cause.
         source: std::io::Error,
     },
+    /// Authentication is misconfigured (e.g. an unsafe or missing key file).
+    #[error("authentication: {0}")]
+    Auth(String),
     /// The runtime could not be built.
     #[error("runtime: {0}")]
     Runtime(std::io::Error),
@@ -118,6 +123,7 @@ pub async fn run(config: Config, server_id: u32) -> Result<(), ServerError> {
     let address = config.server(server_id).ok_or(ServerError::UnknownServer(server_id))?.address.clone();
     let listener =
         TcpListener::bind(&address).await.map_err(|source| ServerError::Bind { address: address.clone(), source })?;
+    let auth = Arc::new(auth::Auth::from_config(&config, server_id).map_err(ServerError::Auth)?);
     let service = Service::open(config, server_id).await.map_err(ServerError::Storage)?;
     tracing::info!("server {server_id} listening on {address}");
     service.start_background();
@@ -137,8 +143,9 @@ pub async fn run(config: Config, server_id: u32) -> Result<(), ServerError> {
                     continue;
                 };
                 let service = service.clone();
+                let auth = auth.clone();
                 tokio::spawn(async move {
-                    connection::serve(stream, service).await;
+                    connection::serve(stream, service, auth).await;
                     drop(slot);
                 });
             }

@@ -198,8 +198,14 @@ impl Cluster {
         });
         config.distribution.strip_bytes = options.strip_bytes;
         config.threads.io = 4;
+        // The key lives with the configuration (not under a storage root
+        // that may be a size-limited mount).
+        config.auth.key_file = Some(weft_config::default_key_file(dir.path()));
         if let Some(tune) = options.tune {
             tune(&mut config);
+        }
+        if let Some(key) = &config.auth.key_file {
+            weft_config::create_key(key).expect("create key file");
         }
         let config_path = dir.path().join("weft.toml");
         std::fs::write(&config_path, config.to_toml()).expect("write config");

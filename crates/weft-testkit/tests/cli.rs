@@ -95,7 +95,12 @@ fn commands_without_config_or_with_bad_config_explain() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("WEFT_CONFIG"));
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.toml");
-    ok(weft(&["genconfig", "--servers", "2", "--root", "/tmp/x", "-o", path.to_str().unwrap()], None));
+    let root = dir.path().join("root");
+    let args = ["genconfig", "--servers", "2", "--root", root.to_str().unwrap(), "-o", path.to_str().unwrap()];
+    ok(weft(&args, None));
+    // genconfig also made the key the configuration names, readable by its owner only.
+    let key = std::fs::metadata(root.join("weft.key")).expect("key file");
+    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&key.permissions()) & 0o777, 0o600);
     let text = std::fs::read_to_string(&path).unwrap().replacen("127.0.0.1:7102", "not-an-address", 1);
     std::fs::write(&path, text).unwrap();
     let out = weft(&["ping"], Some(&path));
