@@ -4,14 +4,15 @@
 # local Weft of 4 servers (libweft_mpiio preloaded, weft: paths) and on the
 # local disk through ROMIO (--mca io romio321, no preload), plus the native
 # client (`weft bench io`) in the same run. Prints the JSON lines
-# (target/bench-mpi/raw.jsonl), the median and range of every figure
+# ($OUT/raw.jsonl, OUT default target/bench-mpi), the median and range of every figure
 # (target/bench-mpi/medians.txt) and the ratios the issue asks about
 # (target/bench-mpi/ratios.txt).
 #
 # Usage: scripts/bench-mpi.sh [contig] [ior] [hpio] [madbench] [tile] [block3d]
-#        [flash] [s3d] [s3asim]   (default: all)
+#        [flash] [s3d] [s3asim] [peak]   (default: all)
 # Environment: RUNS (3), NP (4), HPIO_HINTS (e.g. "list,posix,sieve":
 # extra c-nc runs with the weft_io_method hint; default none),
+# HPIO_BIG (65536: c-nc independent, issue 10's case),
 # MAD_NPIX (2048), MAD_NBIN (8), CONTIG_BLOCK (256M per rank), EASY_BLOCK
 # (64M per rank), HARD_SEGMENTS (256), HPIO_COUNTS (1024,4096,16384).
 # The application benchmarks (bench/mpi/README.md) run every method of
@@ -32,6 +33,14 @@
 # S3ASIM_QUERIES (5) queries, S3ASIM_FRAGMENTS (32) fragments and 200-400
 # results per query (about 13 MB of output, not the thesis's 20 x 128 x
 # 1000-2000, 208 MB), compute speed 1, all strategies with and without query sync.
+# peak (issue 25): peak RSS per rank of a noncontiguous collective write and
+# read (bench/mpi/mpi_peak.c: interleaved 1 MiB blocks in the file, a
+# 64-byte hole after each block in memory) on PEAK_NP (1) ranks for each
+# size per rank in PEAK_SIZES (256M 512M 1G), on Weft with the default
+# (datatype) and the two-phase collective method, and through ROMIO on the
+# local disk, in the same run; with PEAK_BASELINE_LIB (another build of
+# libweft_mpiio_openmpi.so, e.g. of an older commit) the Weft runs are
+# repeated through it ("fs":"weft-baseline").
 # Sized to finish in well under 15 minutes on the project's 2-core VM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +53,7 @@ EASY_BLOCK=${EASY_BLOCK:-64M}
 HARD_SEGMENTS=${HARD_SEGMENTS:-256}
 HPIO_COUNTS=${HPIO_COUNTS:-1024,4096,16384}
 HPIO_HINTS=${HPIO_HINTS:-}
+HPIO_BIG=${HPIO_BIG:-65536}
 APP_METHODS=${APP_METHODS:-posix,sieving,list,datatype,two-phase,coll-datatype}
 TILE_FRAMES=${TILE_FRAMES:-10}
 BLOCK3D_SIZE=${BLOCK3D_SIZE:-256}
@@ -53,14 +63,18 @@ S3D_GRID=${S3D_GRID:-64x64x64}
 S3ASIM_NP=${S3ASIM_NP:-4 8}
 S3ASIM_QUERIES=${S3ASIM_QUERIES:-5}
 S3ASIM_FRAGMENTS=${S3ASIM_FRAGMENTS:-32}
-what=${*:-contig ior hpio madbench tile block3d flash s3d s3asim}
+PEAK_NP=${PEAK_NP:-1}
+PEAK_SIZES=${PEAK_SIZES:-256M 512M 1G}
+PEAK_BASELINE_LIB=${PEAK_BASELINE_LIB:-}
+what=${*:-contig ior hpio madbench tile block3d flash s3d s3asim peak}
 ./scripts/deps.sh
 cargo build --release --locked -p weft-cli -p weft-mpiio
 crates/weft-mpiio/build-so.sh "$PWD/target/release" >/dev/null
 weft=$PWD/target/release/weft
 lib=$PWD/target/release/mpiio/libweft_mpiio_openmpi.so
-out=$PWD/target/bench-mpi
-bin=$out/bin
+out=${OUT:-$PWD/target/bench-mpi}
+out=$(mkdir -p "$out" && cd "$out" && pwd)
+bin=$PWD/target/bench-mpi/bin
 make -s -C bench/mpi OUT="$bin"
 mkdir -p "$out"
 raw=$out/raw.jsonl
@@ -124,6 +138,8 @@ for run in $(seq 1 "$RUNS"); do
           $runner "$bin/mpi_hpio" --path "$path" --region-count 4096 --region-bytes 64,512,4096 --io independent --min-seconds 0.1 >> "$raw"
           # region spacing sweep (4096 regions of 8 bytes), c-nc, independent
           $runner "$bin/mpi_hpio" --path "$path" --region-count 4096 --spacing 8,1024,8192 --cases c-nc --io independent --min-seconds 0.1 >> "$raw"
+          # issue 10's case: c-nc, HPIO_BIG (65536) 8-byte regions per rank, independent
+          $runner "$bin/mpi_hpio" --path "$path" --region-count "$HPIO_BIG" --cases c-nc --io independent --min-seconds 0.1 >> "$raw"
           # datatype against one call per region (8-byte regions)
           $runner "$bin/mpi_hpio" --path "$path" --region-count 4096 --cases c-nc --methods posix --io independent --min-seconds 0 >> "$raw"
           for h in ${HPIO_HINTS//,/ }; do
@@ -163,6 +179,18 @@ for run in $(seq 1 "$RUNS"); do
           apps "$NP" flash_io_hdf5 --api hdf5 --methods two-phase,coll-datatype --blocks "$FLASH_BLOCKS"
         fi ;;
       s3d) apps "$NP" s3d_io --methods "$APP_METHODS" --grid "$S3D_GRID" ;;
+      peak)
+        for size in $PEAK_SIZES; do
+          for method in datatype two_phase; do
+            NP=$PEAK_NP on_weft "$bin/mpi_peak" --path weft:/peak --size "$size" --method "$method" >> "$raw"
+            if [ -n "$PEAK_BASELINE_LIB" ]; then
+              timeout 300 mpirun -np "$PEAK_NP" --mca io romio321 -x LD_PRELOAD="$PEAK_BASELINE_LIB" -x WEFT_CONFIG \
+                "$bin/mpi_peak" --path weft:/peak --size "$size" --method "$method" \
+                | sed 's/"fs":"weft"/"fs":"weft-baseline"/' >> "$raw"
+            fi
+          done
+          NP=$PEAK_NP on_local "$bin/mpi_peak" --path "$localdir/peak" --size "$size" >> "$raw"
+        done ;;
       s3asim)
         for np in $S3ASIM_NP; do
           apps "$np" s3asim --queries "$S3ASIM_QUERIES" --fragments "$S3ASIM_FRAGMENTS" --results-min 200 --results-max 400
@@ -224,6 +252,26 @@ for (bench, fs, method, atomic, phase), v in sorted(amed.items()):
     local = amed.get((bench, "local", method, atomic, phase))
     if fs == "weft" and local:
         print(f"{label} {method}: weft / ROMIO local = {v:.4g} / {local:.4g} MiB/s = {v / local:.3g}")
+# Peak RSS (issue 25): per size, method and phase, the median over runs of
+# the largest rank's peak, against the user data and ROMIO on the local disk.
+peak, peak_bw = defaultdict(list), defaultdict(list)
+for line in open(sys.argv[1]):
+    if line.startswith("{"):
+        r = json.loads(line)
+        if r["bench"] == "mpi_peak":
+            key = (r["size_mib"], r["fs"], r["method"], r["phase"])
+            peak[key].append((r["peak_rss_mib"], r["user_mib"]))
+            peak_bw[key].append(r["mib_per_s"])
+pmed = {k: (statistics.median(p for p, _ in v), v[0][1]) for k, v in peak.items()}
+for (size, fs, method, phase), (p, user) in sorted(pmed.items()):
+    if fs == "local":
+        continue
+    local = pmed.get((size, "local", "romio", phase))
+    vs = f", ROMIO local {local[0]:.0f} MiB, ratio {p / local[0]:.3f}" if local else ""
+    bw = statistics.median(peak_bw[(size, fs, method, phase)])
+    lbw = statistics.median(peak_bw[(size, "local", "romio", phase)]) if local else float("nan")
+    print(f"peak {size} MiB/rank {method} {phase}: {fs} {p:.0f} MiB = user {user:.0f} + {p - user:.0f} MiB{vs}; "
+          f"{bw:.0f} MiB/s (ROMIO local {lbw:.0f})")
 smed = {k: statistics.median(v) for k, v in s3a.items()}
 for (procs, sync, fs, strategy), v in sorted(smed.items()):
     others = {k[3]: w for k, w in smed.items() if k[:3] == (procs, sync, fs)}

@@ -5,7 +5,11 @@
 //! A coordinator starts P worker processes (hidden `weft bench worker`),
 //! waits until all are connected and ready, releases them together, and
 //! measures from release until the last one reports. Each result is one
-//! JSON object per line with `--json`. Baselines are measured in the same
+//! JSON object per line with `--json`. What `bench io` reads is checked
+//! byte for byte against what it wrote (after the clock stops; a wrong byte
+//! fails the benchmark), and a `bench md` remove phase ends when the
+//! servers have reclaimed the removed files' datafiles, not when the
+//! namespace entries are gone. Baselines are measured in the same
 //! run: the loopback TCP ceiling (a plain socket copy between two
 //! processes) and the local disk rate for the same bytes.
 
@@ -21,6 +25,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 use weft_client::{Client, ClientOptions, CreateOptions};
 use weft_config::{Config, MetadataSync};
+use weft_proto::message::{Reply, Request};
+use weft_server::store::HandleTable;
 
 use crate::cluster::load_config;
 
@@ -78,12 +84,30 @@ pub struct IoArgs {
     /// Drop the page cache before reading (needs root); otherwise reads are warm.
     #[arg(long)]
     drop_caches: bool,
+    /// Phases, in order: `write` fills the files with a pattern of their
+    /// offsets, `read` reads them back and checks every byte (after the
+    /// timer stops). `read` alone reads files an earlier `--keep` run wrote
+    /// with the same sizes.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "write,read")]
+    phases: Vec<IoPhase>,
+    /// Leave the files in place (for a later `--phases read`).
+    #[arg(long)]
+    keep: bool,
     /// Directory for the local-disk baseline (default: server 0's storage).
     #[arg(long)]
     local_dir: Option<PathBuf>,
     /// Print one JSON object per result.
     #[arg(long)]
     json: bool,
+}
+
+/// Phases of `bench io`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum IoPhase {
+    /// Write the pattern.
+    Write,
+    /// Read it back, then check it.
+    Read,
 }
 
 /// Arguments of `weft bench md`.
@@ -115,8 +139,8 @@ pub struct MdArgs {
     #[arg(long)]
     by_path: bool,
     /// Injected delay per message in the workers' transport, ms (emulates
-    /// a wide-area client; the servers are not slowed). `WEFT_FAULTS` in
-    /// the environment reaches the workers too.
+    /// a wide-area client; the servers are not slowed). `weft --faults`
+    /// reaches the workers too.
     #[arg(long, default_value_t = 0)]
     delay_ms: u64,
     /// Print one JSON object per result.
@@ -247,7 +271,12 @@ struct Worker {
 
 fn start_worker(config_path: &std::path::Path, args: &[String]) -> Result<Worker, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut child = Command::new(exe)
+    let mut command = Command::new(exe);
+    let faults = weft_client::process_faults();
+    if faults.is_active() {
+        command.arg("--faults").arg(faults.to_spec());
+    }
+    let mut child = command
         .arg("--config")
         .arg(config_path)
         .args(["bench", "worker"])
@@ -262,10 +291,16 @@ fn start_worker(config_path: &std::path::Path, args: &[String]) -> Result<Worker
 }
 
 /// Starts one worker per argument list, releases them together, and returns
-/// (seconds from release to the last result, results).
+/// (seconds from release to the last result, results). `settle` runs after
+/// the last result and before the clock stops: work the phase left to the
+/// servers' background tasks is part of the phase. With `checked`, each
+/// worker then prints a second line, the check of what it read (outside the
+/// timed region); a failed check fails the benchmark.
 fn run_phase(
     config_path: &std::path::Path,
     per_worker: Vec<Vec<String>>,
+    settle: &dyn Fn() -> Result<(), String>,
+    checked: bool,
 ) -> Result<(f64, Vec<serde_json::Value>), String> {
     let mut workers = per_worker.iter().map(|args| start_worker(config_path, args)).collect::<Result<Vec<_>, _>>()?;
     for w in &mut workers {
@@ -282,20 +317,90 @@ fn run_phase(
     }
     let mut results = Vec::new();
     for w in &mut workers {
-        let mut line = String::new();
-        w.stdout.read_line(&mut line).map_err(|e| e.to_string())?;
-        let value: serde_json::Value =
-            serde_json::from_str(line.trim()).map_err(|_| format!("worker failed: {line}"))?;
-        if let Some(error) = value.get("error") {
-            return Err(format!("worker failed: {error}"));
-        }
-        results.push(value);
+        results.push(worker_line(w)?);
     }
+    settle()?;
     let seconds = start.elapsed().as_secs_f64();
+    if checked {
+        for w in &mut workers {
+            worker_line(w)?;
+        }
+    }
     for mut w in workers {
         let _ = w.child.wait();
     }
     Ok((seconds, results))
+}
+
+/// The next JSON line of a worker; an `error` field is the worker's failure.
+fn worker_line(w: &mut Worker) -> Result<serde_json::Value, String> {
+    let mut line = String::new();
+    w.stdout.read_line(&mut line).map_err(|e| e.to_string())?;
+    let value: serde_json::Value = serde_json::from_str(line.trim()).map_err(|_| format!("worker failed: {line}"))?;
+    if let Some(error) = value.get("error") {
+        return Err(format!("worker failed: {}", error.as_str().unwrap_or(&error.to_string())));
+    }
+    Ok(value)
+}
+
+/// Nothing to wait for after a phase.
+fn settled() -> Result<(), String> {
+    Ok(())
+}
+
+/// Waits until every server's reclaim queue is empty: the datafiles of the
+/// removed files are gone from disk (bounded: an error after `limit`).
+fn wait_reclaimed(
+    runtime: &tokio::runtime::Runtime,
+    client: &Client,
+    limit: std::time::Duration,
+) -> Result<(), String> {
+    let servers: Vec<u32> = client.config().servers.iter().map(|s| s.id).collect();
+    let deadline = Instant::now() + limit;
+    runtime.block_on(async {
+        loop {
+            let mut queued = 0;
+            for server in &servers {
+                let request = Request::ScanHandleRows { table: HandleTable::Reclaim.tag(), after: 0, max: 1 };
+                match client.call(*server, request).await.map_err(|e| format!("server {server}: {e}"))? {
+                    Reply::HandleRows(rows) => queued += rows.len(),
+                    other => return Err(format!("server {server}: unexpected reply {other:?}")),
+                }
+            }
+            if queued == 0 {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!("removed files' datafiles still queued for reclaim after {limit:?}"));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    })
+}
+
+/// The benchmark data: the byte at file offset `offset` of a file written
+/// by rank seed `seed` (a multiplicative hash of its 8-byte word and the
+/// seed, so misplaced, stale or zeroed bytes are all detected).
+fn pattern_byte(offset: u64, seed: u64) -> u8 {
+    let word = (offset / 8) ^ (seed << 48);
+    (word.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (8 * (offset % 8))) as u8
+}
+
+/// Fills `buf` with the pattern of the bytes at `offset..`.
+fn fill_pattern(buf: &mut [u8], offset: u64, seed: u64) {
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = pattern_byte(offset + i as u64, seed);
+    }
+}
+
+/// The first byte of `buf` (read from file offset `offset`) that differs
+/// from the pattern, as (file offset, found, expected).
+fn first_mismatch(buf: &[u8], offset: u64, seed: u64) -> Option<(u64, u8, u8)> {
+    buf.iter().enumerate().find_map(|(i, &b)| {
+        let at = offset + i as u64;
+        let expected = pattern_byte(at, seed);
+        (b != expected).then_some((at, b, expected))
+    })
 }
 
 fn drop_caches() -> Result<(), String> {
@@ -343,7 +448,7 @@ fn bench_io(config: Config, config_path: PathBuf, args: IoArgs) -> Result<(), St
             }
             _ => ("file_per_process", Box::new(|r| (format!("/bench-io/fpp-{r}"), 0))),
         };
-        for phase in ["write", "read"] {
+        for phase in args.phases.iter().map(|p| if *p == IoPhase::Write { "write" } else { "read" }) {
             if phase == "read" && args.drop_caches {
                 drop_caches()?;
             }
@@ -367,7 +472,7 @@ fn bench_io(config: Config, config_path: PathBuf, args: IoArgs) -> Result<(), St
                 })
                 .collect();
             let servers_before = server_cpu_seconds(&server_pids);
-            let (seconds, _) = run_phase(&config_path, per_worker)?;
+            let (seconds, _) = run_phase(&config_path, per_worker, &settled, phase == "read")?;
             let server_cpu = servers_before.zip(server_cpu_seconds(&server_pids)).map(|(before, after)| after - before);
             let rate = mib_per_s(total, seconds);
             let ops = total.div_ceil(args.transfer.max(1));
@@ -379,15 +484,18 @@ fn bench_io(config: Config, config_path: PathBuf, args: IoArgs) -> Result<(), St
                     "ratio_to_loopback_tcp": (rate / tcp * 100.0).round() / 100.0,
                     "ratio_to_local_disk": (rate / if phase == "write" { disk_write } else { disk_read } * 100.0).round() / 100.0,
                     "ops_per_s": (ops as f64 / seconds).round(),
+                    "verified": phase == "read",
             });
             if let Some(server_cpu) = server_cpu {
                 result["server_cpu_us_per_op"] = json!((server_cpu / ops as f64 * 1e6 * 10.0).round() / 10.0);
             }
             emit(args.json, result);
         }
-        for rank in 0..args.procs {
-            let (path, _) = path_of(rank);
-            let _ = runtime.block_on(client.unlink(&path));
+        if !args.keep {
+            for rank in 0..args.procs {
+                let (path, _) = path_of(rank);
+                let _ = runtime.block_on(client.unlink(&path));
+            }
         }
     }
     Ok(())
@@ -537,7 +645,11 @@ fn bench_md(config: Config, config_path: PathBuf, args: MdArgs) -> Result<(), St
                 })
                 .collect();
             let servers_before = server_cpu_seconds(&server_pids);
-            let (seconds, results) = run_phase(&config_path, per_worker)?;
+            // A remove is done when its datafiles are gone: the servers
+            // reclaim them in the background, so the phase waits for that.
+            let reclaimed = || wait_reclaimed(&runtime, &client, std::time::Duration::from_secs(120));
+            let settle: &dyn Fn() -> Result<(), String> = if phase == "remove" { &reclaimed } else { &settled };
+            let (seconds, results) = run_phase(&config_path, per_worker, settle, false)?;
             let server_cpu = servers_before.zip(server_cpu_seconds(&server_pids)).map(|(before, after)| after - before);
             let ops = args.procs as u64 * args.files as u64;
             let cpu: f64 = results.iter().filter_map(|r| r.get("cpu_s").and_then(|v| v.as_f64())).sum();
@@ -561,6 +673,7 @@ fn bench_md(config: Config, config_path: PathBuf, args: MdArgs) -> Result<(), St
                 "method": if args.client_driven { "client_driven" } else { "aggregate" },
                 "inflight": args.inflight.max(1), "paths": if args.by_path { "full" } else { "dir_handle" },
                 "delay_ms": args.delay_ms,
+                "stripe_count": args.stripe_count.map_or(json!("config"), |n| json!(n)),
                 "ops_per_s": (ops as f64 / seconds).round(),
                 "client_cpu_us_per_op": (cpu / ops as f64 * 1e6 * 10.0).round() / 10.0,
                 "latency_us_p50": percentile(0.5),
@@ -663,7 +776,7 @@ fn worker(config: Config, args: WorkerArgs) -> Result<(), String> {
     let client = runtime.block_on(async { Client::new(config, options) }).map_err(|e| e.to_string())?;
     let result = runtime.block_on(async {
         let _ = client.ping_all().await;
-        let prepared = prepare(&client, &args).await?;
+        let mut prepared = prepare(&client, &args).await?;
         println!("ready");
         std::io::stdout().flush().map_err(|e| e.to_string())?;
         let mut go = String::new();
@@ -673,44 +786,71 @@ fn worker(config: Config, args: WorkerArgs) -> Result<(), String> {
         let latencies = if args.task.starts_with("md-") {
             execute_md(&client, &args).await?
         } else {
-            execute(&client, &args, prepared).await?;
+            execute(&client, &args, &mut prepared).await?;
             Vec::new()
         };
         let cpu_s = cpu_seconds() - cpu_before;
-        Ok::<_, String>(json!({"rank": args.rank, "seconds": start.elapsed().as_secs_f64(), "cpu_s": cpu_s, "latency_us": latencies}))
+        let value = json!({"rank": args.rank, "seconds": start.elapsed().as_secs_f64(), "cpu_s": cpu_s, "latency_us": latencies});
+        Ok::<_, String>((value, prepared))
     });
     match result {
-        Ok(value) => println!("{value}"),
+        Ok((value, prepared)) => {
+            println!("{value}");
+            if args.task == "io-read" {
+                // The coordinator has stopped its clock when it reads this line.
+                std::io::stdout().flush().map_err(|e| e.to_string())?;
+                let buf = prepared.as_ref().map_or(&[][..], |p| p.buf.as_slice());
+                println!("{}", check_read(&args, buf));
+            }
+        }
         Err(error) => println!("{}", json!({"rank": args.rank, "error": error})),
     }
     Ok(())
 }
 
-async fn prepare(client: &Client, args: &WorkerArgs) -> Result<Option<weft_client::File>, String> {
-    match args.task.as_str() {
-        "io-write" => {
-            let file =
-                client.create(&args.path, CreateOptions::default()).await.map_err(|e| format!("{}: {e}", args.path))?;
-            Ok(Some(file))
-        }
-        "io-read" => Ok(Some(client.open(&args.path, 4).await.map_err(|e| format!("{}: {e}", args.path))?)),
-        _ => Ok(None),
-    }
+/// What a worker prepared before `go`: the open file and, for I/O, its
+/// whole buffer (filled with the pattern for writes), so the timed loop
+/// only moves bytes.
+struct Prepared {
+    file: weft_client::File,
+    buf: Vec<u8>,
 }
 
-async fn execute(client: &Client, args: &WorkerArgs, file: Option<weft_client::File>) -> Result<(), String> {
+async fn prepare(client: &Client, args: &WorkerArgs) -> Result<Option<Prepared>, String> {
+    let file = match args.task.as_str() {
+        "io-write" => client.create(&args.path, CreateOptions::default()).await,
+        "io-read" => client.open(&args.path, 4).await,
+        _ => return Ok(None),
+    }
+    .map_err(|e| format!("{}: {e}", args.path))?;
+    let mut buf = vec![0u8; args.bytes as usize];
+    if args.task == "io-write" {
+        fill_pattern(&mut buf, args.offset, seed_of(args.rank));
+    } else {
+        // Pre-faulted, and not the pattern: a read that moves nothing fails the check.
+        buf.iter_mut().for_each(|b| *b = 0xff);
+    }
+    Ok(Some(Prepared { file, buf }))
+}
+
+/// The pattern seed of rank `rank`'s bytes.
+fn seed_of(rank: u32) -> u64 {
+    rank as u64 + 1
+}
+
+async fn execute(client: &Client, args: &WorkerArgs, prepared: &mut Option<Prepared>) -> Result<(), String> {
     match args.task.as_str() {
         "io-write" | "io-read" => {
-            let file = file.expect("prepared");
-            let mut buf = vec![(args.rank as u8).wrapping_add(1); args.transfer as usize];
+            let Prepared { file, buf } = prepared.as_mut().expect("prepared");
             let mut done = 0u64;
             while done < args.bytes {
                 let n = (args.bytes - done).min(args.transfer) as usize;
                 let at = args.offset + done;
+                let piece = &mut buf[done as usize..done as usize + n];
                 if args.task == "io-write" {
-                    client.write_at(&file, at, &buf[..n]).await.map_err(|e| e.to_string())?;
+                    client.write_at(file, at, piece).await.map_err(|e| e.to_string())?;
                 } else {
-                    let got = client.read_at(&file, at, &mut buf[..n]).await.map_err(|e| e.to_string())?;
+                    let got = client.read_at(file, at, piece).await.map_err(|e| e.to_string())?;
                     if got != n {
                         return Err(format!("short read at {at}: {got} of {n}"));
                     }
@@ -720,6 +860,16 @@ async fn execute(client: &Client, args: &WorkerArgs, file: Option<weft_client::F
             Ok(())
         }
         other => Err(format!("unknown worker task {other}")),
+    }
+}
+
+/// The check of an `io-read` worker's bytes, after the timed phase.
+fn check_read(args: &WorkerArgs, buf: &[u8]) -> serde_json::Value {
+    match first_mismatch(buf, args.offset, seed_of(args.rank)) {
+        None => json!({"rank": args.rank, "checked": buf.len()}),
+        Some((at, found, expected)) => json!({"rank": args.rank, "error": format!(
+            "{}: byte at offset {at} is {found:#04x}, the benchmark wrote {expected:#04x}", args.path
+        )}),
     }
 }
 
@@ -766,4 +916,46 @@ async fn execute_md(client: &Client, args: &WorkerArgs) -> Result<Vec<f64>, Stri
     let results: Vec<Result<f64, String>> =
         futures::stream::iter(0..args.count).map(one).buffer_unordered(args.inflight.max(1) as usize).collect().await;
     results.into_iter().map(|r| r.map(|us| (us * 10.0).round() / 10.0)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The check finds a corrupted byte, a byte from another rank's data, a
+    /// misplaced piece and an untouched (never read) buffer.
+    #[test]
+    fn a_corrupted_read_is_reported() {
+        let mut buf = vec![0u8; 4096];
+        fill_pattern(&mut buf, 1 << 20, seed_of(2));
+        assert_eq!(first_mismatch(&buf, 1 << 20, seed_of(2)), None);
+        let mut corrupted = buf.clone();
+        corrupted[1234] ^= 0x10;
+        assert_eq!(
+            first_mismatch(&corrupted, 1 << 20, seed_of(2)),
+            Some(((1 << 20) + 1234, buf[1234] ^ 0x10, buf[1234]))
+        );
+        assert!(first_mismatch(&buf, 1 << 20, seed_of(3)).is_some(), "another rank's bytes");
+        assert!(first_mismatch(&buf, (1 << 20) + 8, seed_of(2)).is_some(), "bytes from another offset");
+        assert!(first_mismatch(&[0xff; 64], 0, seed_of(1)).is_some(), "a buffer the read never filled");
+        let args = WorkerArgs {
+            task: "io-read".into(),
+            rank: 0,
+            path: "/f".into(),
+            offset: 0,
+            bytes: 64,
+            transfer: 64,
+            count: 0,
+            stripe_count: None,
+            client_driven: false,
+            inflight: 1,
+            by_path: false,
+            delay_ms: 0,
+        };
+        let mut data = vec![0u8; 64];
+        fill_pattern(&mut data, 0, seed_of(0));
+        data[63] = !data[63];
+        let check = check_read(&args, &data);
+        assert!(check["error"].as_str().is_some_and(|e| e.contains("offset 63")), "{check}");
+    }
 }

@@ -159,8 +159,10 @@ pub fn genconfig(args: GenconfigArgs) -> Result<(), String> {
         root: absolute(&args.root)?,
         metadata_sync: args.metadata_sync,
     };
-    let text = weft_config::generate(&options).to_toml();
+    let config = weft_config::generate(&options);
+    let text = config.to_toml();
     Config::parse(&text, "generated").map_err(|e| e.to_string())?;
+    make_key(&config)?;
     match args.output {
         Some(path) => std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display())),
         None => {
@@ -168,6 +170,16 @@ pub fn genconfig(args: GenconfigArgs) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// Creates the key file the configuration names, unless it exists.
+fn make_key(config: &Config) -> Result<(), String> {
+    if let Some(path) = &config.auth.key_file {
+        if weft_config::create_key(path)? {
+            eprintln!("created key file {} (0600; servers and key clients need it)", path.display());
+        }
+    }
+    Ok(())
 }
 
 fn absolute(path: &Path) -> Result<PathBuf, String> {
@@ -240,6 +252,7 @@ pub fn up(args: UpArgs) -> Result<(), String> {
         metadata_sync: args.metadata_sync,
     };
     let config = weft_config::generate(&options);
+    make_key(&config)?;
     std::fs::write(&config_path, config.to_toml()).map_err(|e| format!("{}: {e}", config_path.display()))?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut pids = Vec::new();

@@ -13,8 +13,11 @@
 //! Processes: the coordinator re-executes this binary with the same
 //! arguments and `WEFT_HPIO_WORKER=case,method,op,rank,file` in the
 //! environment; each worker connects, prints `ready`, waits for `go` on
-//! stdin, runs, and prints one JSON line. The time is from `go` to the last
-//! result, so connection setup is not measured. One result line (JSON with
+//! stdin, runs, and prints `done`. The time is from `go` to the last
+//! `done`, so connection setup is not measured. A reader then checks every
+//! byte of its buffer (the regions hold what the write put there, the gaps
+//! what they held before) and prints `verified N` or the first wrong byte,
+//! which fails the benchmark. One result line (JSON with
 //! `--json`) per (op, case, method).
 
 use std::io::{BufRead, BufReader, Write};
@@ -141,7 +144,7 @@ fn report(args: &HpioArgs, case: Case, method: Method, op: &str, bytes: u64, sec
             "bench": "hpio", "op": op, "case": name(case), "method": name(method),
             "processes": args.procs, "region_count": args.region_count, "region_bytes": args.region_bytes,
             "spacing_bytes": args.spacing_bytes, "stripe_count": servers, "bytes": bytes,
-            "seconds": seconds, "mib_per_s": mib_per_s,
+            "seconds": seconds, "mib_per_s": mib_per_s, "verified": op == "read",
         });
         println!("{value}");
     } else {
@@ -196,6 +199,16 @@ fn run_phase(args: &HpioArgs, case: Case, method: Method, op: &str, path: &str) 
         }
     }
     let seconds = start.elapsed().as_secs_f64();
+    if op != "write" {
+        // Each reader checks every byte it read, after the clock stopped.
+        for stdout in &mut lines {
+            let mut line = String::new();
+            stdout.read_line(&mut line).map_err(|e| e.to_string())?;
+            if !line.starts_with("verified ") {
+                return Err(format!("hpio {} {} read: {}", name(case), name(method), line.trim()));
+            }
+        }
+    }
     for mut child in workers {
         let _ = child.wait();
     }
@@ -221,7 +234,11 @@ fn worker(config: Config, args: &HpioArgs, spec: &str) -> Result<(), String> {
     let memory_nc = matches!(case, Case::NcC | Case::NcNc);
     let file_nc = matches!(case, Case::CNc | Case::NcNc);
     let buffer_len = if memory_nc { n * (s + g) } else { n * s } as usize;
-    let mut buffer: Vec<u8> = (0..buffer_len).map(|i| (i as u64 * 31 + rank) as u8).collect();
+    let pattern = |i: usize| (i as u64 * 31 + rank) as u8;
+    // A read starts from the complement of the pattern: every byte it
+    // should fill differs until it does, and the gaps must stay as they are.
+    let reading = op != "write";
+    let mut buffer: Vec<u8> = (0..buffer_len).map(|i| if reading { !pattern(i) } else { pattern(i) }).collect();
     let memory = if memory_nc {
         MemoryLayout::Datatype { memory_type: &memory_type, count: 1 }
     } else {
@@ -248,7 +265,55 @@ fn worker(config: Config, args: &HpioArgs, spec: &str) -> Result<(), String> {
     };
     match result {
         Ok(()) => println!("done"),
-        Err(e) => println!("error {e:?}"),
+        Err(e) => {
+            println!("error {e:?}");
+            return Ok(());
+        }
+    }
+    if reading {
+        // After "done": the coordinator's clock has stopped.
+        std::io::stdout().flush().map_err(|e| e.to_string())?;
+        let (region, stride) = if memory_nc { (s, s + g) } else { (n * s, n * s) };
+        match first_wrong_byte(&buffer, region, stride, pattern) {
+            None => println!("verified {}", n * s),
+            Some(at) => println!(
+                "mismatch: memory byte {at} of rank {rank} is {:#04x}, expected {:#04x}",
+                buffer[at],
+                if (at as u64) % stride < region { pattern(at) } else { !pattern(at) }
+            ),
+        }
     }
     Ok(())
+}
+
+/// The first byte of a read buffer that is wrong: inside the regions
+/// (`region` bytes every `stride`) it must be the pattern, in the gaps
+/// its complement (what the buffer held before the read).
+fn first_wrong_byte(buffer: &[u8], region: u64, stride: u64, pattern: impl Fn(usize) -> u8) -> Option<usize> {
+    (0..buffer.len()).find(|&i| {
+        let expected = if (i as u64) % stride < region { pattern(i) } else { !pattern(i) };
+        buffer[i] != expected
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_wrong_byte;
+
+    /// A corrupted byte in a region, and a gap the read overwrote, are reported.
+    #[test]
+    fn a_corrupted_read_is_reported() {
+        let pattern = |i: usize| (i * 31 + 1) as u8;
+        // 4 regions of 8 bytes, 16 apart.
+        let good: Vec<u8> = (0..64).map(|i| if i % 16 < 8 { pattern(i) } else { !pattern(i) }).collect();
+        assert_eq!(first_wrong_byte(&good, 8, 16, pattern), None);
+        let mut corrupted = good.clone();
+        corrupted[35] ^= 1;
+        assert_eq!(first_wrong_byte(&corrupted, 8, 16, pattern), Some(35));
+        let mut spilled = good.clone();
+        spilled[12] = pattern(12);
+        assert_eq!(first_wrong_byte(&spilled, 8, 16, pattern), Some(12), "a gap written by the read");
+        let unread: Vec<u8> = (0..64).map(|i| !pattern(i)).collect();
+        assert_eq!(first_wrong_byte(&unread, 64, 64, pattern), Some(0), "a read that moved nothing");
+    }
 }

@@ -24,6 +24,12 @@ struct Cli {
     /// File-system configuration (default: $WEFT_CONFIG).
     #[arg(long, global = true, env = "WEFT_CONFIG")]
     config: Option<PathBuf>,
+    /// Inject faults into this process's client connections (testing
+    /// only): a comma-separated list of `delay_ms=N`, `fail_nth=N`,
+    /// `drop_after=N`. A malformed list is an error. `bench` passes it on to
+    /// its worker processes.
+    #[arg(long, global = true, value_name = "SPEC", value_parser = weft_client::faults::FaultConfig::parse)]
+    faults: Option<weft_client::faults::FaultConfig>,
     #[command(subcommand)]
     command: Command,
 }
@@ -90,6 +96,10 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if let Some(faults) = cli.faults.clone().filter(|f| f.is_active()) {
+        eprintln!("weft: injecting faults: {}", faults.to_spec());
+        weft_client::set_process_faults(faults);
+    }
     let result = match cli.command {
         Command::Genconfig(args) => cluster::genconfig(args),
         Command::Mkfs(args) => cluster::mkfs(cli.config, args),

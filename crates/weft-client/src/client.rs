@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Once, OnceLock};
 
 use futures::future::join_all;
 use weft_config::Config;
@@ -26,7 +26,8 @@ pub struct ClientOptions {
     pub credentials: Credentials,
     /// Connect and request timeouts.
     pub timeouts: Timeouts,
-    /// Injected faults (tests only; off by default).
+    /// Injected faults (tests and benchmarks only; off unless
+    /// [`set_process_faults`] was called).
     pub faults: FaultConfig,
     /// Use the client-driven multi-step namespace operations instead of
     /// the servers' aggregate ones (one request each). Default: false, or
@@ -39,22 +40,38 @@ impl Default for ClientOptions {
         ClientOptions {
             credentials: process_credentials(),
             timeouts: Timeouts::default(),
-            faults: FaultConfig::from_env().unwrap_or_default(),
+            faults: process_faults(),
             client_driven: std::env::var("WEFT_CLIENT_DRIVEN").is_ok_and(|v| v == "1"),
         }
     }
 }
 
-/// The uid, gid and supplementary groups of this process.
-pub fn process_credentials() -> Credentials {
-    // SAFETY: plain libc getters without pointers, and getgroups into a buffer of the size we pass.
-    unsafe {
-        let mut groups = vec![0 as libc::gid_t; 256];
-        let n = libc::getgroups(groups.len() as i32, groups.as_mut_ptr());
-        groups.truncate(n.max(0) as usize);
-        Credentials { uid: libc::getuid(), gid: libc::getgid(), groups }
-    }
+/// Faults injected by every client of this process made with default
+/// options; set only by [`set_process_faults`].
+static PROCESS_FAULTS: OnceLock<FaultConfig> = OnceLock::new();
+
+/// Makes every client this process creates with default options inject
+/// `faults`: the explicit switch behind `weft --faults SPEC` (tests and
+/// benchmarks). Libraries (the mount, the C API, MPI-IO) never call it, so
+/// a production client injects faults only when its program asks. Only the
+/// first call counts; returns whether this one did.
+pub fn set_process_faults(faults: FaultConfig) -> bool {
+    PROCESS_FAULTS.set(faults).is_ok()
 }
+
+/// The faults [`set_process_faults`] set (none by default). `WEFT_FAULTS`
+/// in the environment is not obeyed: a client that sees it says so once.
+pub fn process_faults() -> FaultConfig {
+    static WARNED: Once = Once::new();
+    if std::env::var_os("WEFT_FAULTS").is_some() {
+        WARNED.call_once(|| {
+            tracing::warn!("WEFT_FAULTS is ignored: fault injection is enabled only by `weft --faults SPEC` or the API")
+        });
+    }
+    PROCESS_FAULTS.get().cloned().unwrap_or_default()
+}
+
+pub use weft_net::auth::process_credentials;
 
 /// State shared by every view of one client.
 pub(crate) struct Shared {

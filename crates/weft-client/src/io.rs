@@ -100,25 +100,22 @@ impl Client {
         }
         let d = file.layout.distribution;
         let ranges = d.local_ranges(offset, data.len() as u64);
-        let single_piece = ranges.iter().filter(|(s, e)| s != e).count() == 1;
-        let mut gathered: Vec<Vec<u8>> = vec![Vec::new(); ranges.len()];
-        if !single_piece {
-            for (gather, (start, end)) in gathered.iter_mut().zip(&ranges) {
-                gather.reserve_exact((end - start) as usize);
-            }
-            for piece in d.pieces(offset, data.len() as u64) {
-                let at = (piece.file_offset - offset) as usize;
-                gathered[piece.datafile_index as usize].extend_from_slice(&data[at..at + piece.length as usize]);
-            }
-        }
+        // Each datafile's bytes are gathered from `data` chunk by chunk as
+        // they are sent: no copy of the request is made.
         let writes = ranges.iter().enumerate().filter(|(_, (s, e))| s != e).map(|(i, (start, end))| {
             let handle = file.layout.datafiles[i];
-            let bytes: &[u8] = if single_piece { data } else { &gathered[i] };
-            debug_assert_eq!(bytes.len() as u64, end - start);
-            let request = Request::Write { handle, offset: *start, length: end - start };
+            let (start, length) = (*start, end - start);
+            let request = Request::Write { handle, offset: start, length };
             async move {
                 let server = self.server_of(handle)?;
-                self.call_bulk(server, request, Bulk::Upload(bytes)).await
+                let mut fill = |stream_offset: u64, chunk: &mut [u8]| {
+                    for_each_run(&d, i as u32, offset, start + stream_offset, chunk.len(), |at, run, from| {
+                        let source = data.get(at..at + run).ok_or(ErrorCode::Invalid)?;
+                        chunk[from..from + run].copy_from_slice(source);
+                        Ok(())
+                    })
+                };
+                self.call_bulk(server, request, Bulk::UploadWith { length, fill: &mut fill }).await
             }
         });
         for result in join_all(writes).await {
@@ -235,9 +232,13 @@ impl Client {
         Ok(self.stat_handle(file.handle).await?.size)
     }
 
-    /// Makes the file's bytes durable on every server holding them.
+    /// Makes the file's bytes durable on every server holding them, and its
+    /// metadata at its metafile's server (which, with `metadata_sync =
+    /// none`, waits for its committed changes to be durable).
     pub async fn fsync(&self, file: &File) -> WeftResult<()> {
         let mut by_server: BTreeMap<u32, Vec<Handle>> = BTreeMap::new();
+        // The metafile has no local bytes: syncing it is a no-op besides the metadata.
+        by_server.entry(self.server_of(file.handle)?).or_default().push(file.handle);
         for handle in &file.layout.datafiles {
             by_server.entry(self.server_of(*handle)?).or_default().push(*handle);
         }

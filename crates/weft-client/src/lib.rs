@@ -29,7 +29,7 @@ pub mod sessions;
 pub use weft_net::{counters, faults, pool, transport};
 
 pub use blocking::BlockingClient;
-pub use client::{Client, ClientOptions, FsStatus, Stat};
+pub use client::{process_faults, set_process_faults, Client, ClientOptions, FsStatus, Stat};
 pub use dlm::{LockMethod, LockProtocol, LockSet, Locker};
 pub use io::File;
 pub use namespace::{CreateOptions, EntryPlus};

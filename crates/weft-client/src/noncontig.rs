@@ -26,8 +26,13 @@
 //!
 //! Reads fill bytes past end of file with zeros (as holes read).
 //!
-//! Cost on the client: writes gather the whole access once into per-datafile
-//! packed buffers (one copy of the data); reads scatter as chunks arrive.
+//! Cost on the client: memory per request independent of its size. Writes
+//! gather each datafile's packed bytes straight from the caller's buffer
+//! into the transport's chunks as they are sent (`Bulk::UploadWith`: at most
+//! `WRITE_WINDOW_CHUNKS` chunks of `CHUNK_BYTES_MAX` in flight per request);
+//! reads scatter chunks into the buffer as they arrive. No copy of the
+//! access is made. (The list and posix methods materialize the access's
+//! region lists: memory per region, not per byte.)
 
 use std::sync::Mutex;
 
@@ -425,6 +430,52 @@ impl Scatter<'_> {
     }
 }
 
+/// Write state of one datafile: gathers its packed bytes from the caller's
+/// buffer, chunk by chunk, as the transport sends them.
+struct Gather<'a> {
+    stripe: StripeCursor<'a>,
+    memory: MemoryMap<'a>,
+    pieces: Vec<StripePiece>,
+    index: usize,
+    used: u64,
+    produced: u64,
+    stream_start: u64,
+}
+
+impl Gather<'_> {
+    fn fill(&mut self, chunk_offset: u64, out: &mut [u8], buffer: &[u8]) -> WeftResult<()> {
+        if chunk_offset != self.produced {
+            return Err(ErrorCode::Invalid);
+        }
+        let mut at = 0usize;
+        while at < out.len() {
+            if self.index == self.pieces.len() {
+                self.index = 0;
+                self.used = 0;
+                if stripe_batch(&mut self.stripe, &mut self.pieces) == 0 {
+                    return Err(ErrorCode::Invalid); // more bytes asked than this datafile's share
+                }
+            }
+            let piece = self.pieces[self.index];
+            let take = (piece.length - self.used).min((out.len() - at) as u64);
+            let stream = piece.stream_offset + self.used - self.stream_start;
+            let mut to = at;
+            self.memory.for_each(buffer.len(), stream, take, |offset, length| {
+                out[to..to + length].copy_from_slice(&buffer[offset..offset + length]);
+                to += length;
+            })?;
+            at += take as usize;
+            self.used += take;
+            if self.used == piece.length {
+                self.index += 1;
+                self.used = 0;
+            }
+        }
+        self.produced += out.len() as u64;
+        Ok(())
+    }
+}
+
 impl Client {
     /// List I/O write (default chunking): `memory` pieces of `buf` to `file_regions`.
     pub async fn write_list(
@@ -606,13 +657,33 @@ impl Client {
                 let handle = file.layout.datafiles[index];
                 let server = self.server_of(handle)?;
                 for part in list.chunks(chunk) {
-                    let mut packed = Vec::with_capacity(part.iter().map(|p| p.1 as usize).sum());
-                    for &(_, length, memory) in part {
-                        packed.extend_from_slice(&buf[memory as usize..(memory + length) as usize]);
-                    }
+                    let total: u64 = part.iter().map(|p| p.1).sum();
+                    // Gathered from `buf` chunk by chunk as it is sent.
+                    let (mut index, mut used, mut produced) = (0usize, 0u64, 0u64);
+                    let mut fill = |chunk_offset: u64, out: &mut [u8]| {
+                        if chunk_offset != produced {
+                            return Err(ErrorCode::Protocol);
+                        }
+                        let mut at = 0usize;
+                        while at < out.len() {
+                            let &(_, length, memory) = part.get(index).ok_or(ErrorCode::Invalid)?;
+                            let take = ((length - used) as usize).min(out.len() - at);
+                            let from = (memory + used) as usize;
+                            out[at..at + take].copy_from_slice(buf.get(from..from + take).ok_or(ErrorCode::Invalid)?);
+                            at += take;
+                            used += take as u64;
+                            if used == length {
+                                index += 1;
+                                used = 0;
+                            }
+                        }
+                        produced += out.len() as u64;
+                        Ok(())
+                    };
                     let regions = part.iter().map(|&(offset, length, _)| (offset, length)).collect();
-                    let request = Request::WriteList { handle, regions, total_length: packed.len() as u64 };
-                    expect_io(self.call_bulk(server, request, Bulk::Upload(&packed)).await?, packed.len() as u64)?;
+                    let request = Request::WriteList { handle, regions, total_length: total };
+                    let bulk = Bulk::UploadWith { length: total, fill: &mut fill };
+                    expect_io(self.call_bulk(server, request, bulk).await?, total)?;
                 }
                 Ok::<(), ErrorCode>(())
             });
@@ -668,33 +739,34 @@ impl Client {
     }
 
     async fn write_datatype(&self, file: &File, buf: &[u8], plan: &MemoryPlan<'_>, walk: FileWalk) -> WeftResult<()> {
-        let mut packed_per_datafile = Vec::new();
+        let mut involved = Vec::new();
         let mut pieces = Vec::new();
         for index in 0..file.layout.datafiles.len() as u32 {
+            // This datafile's share of the stream (a walk, no copy).
             let mut stripe = walk.stripe(file, index)?;
-            let mut memory = plan.map()?;
-            let mut packed = Vec::new();
+            let mut packed_length = 0u64;
             while stripe_batch(&mut stripe, &mut pieces) > 0 {
-                for piece in &pieces {
-                    memory.for_each(
-                        buf.len(),
-                        piece.stream_offset - walk.stream_start,
-                        piece.length,
-                        |offset, length| packed.extend_from_slice(&buf[offset..offset + length]),
-                    )?;
-                }
+                packed_length += pieces.iter().map(|p| p.length).sum::<u64>();
             }
-            if !packed.is_empty() {
-                packed_per_datafile.push((index, packed));
+            if packed_length > 0 {
+                let gather = Gather {
+                    stripe: walk.stripe(file, index)?,
+                    memory: plan.map()?,
+                    pieces: Vec::new(),
+                    index: 0,
+                    used: 0,
+                    produced: 0,
+                    stream_start: walk.stream_start,
+                };
+                involved.push((walk.access(file, index), packed_length, gather));
             }
         }
-        let writes = packed_per_datafile.iter().map(|(index, packed)| {
-            let access = walk.access(file, *index);
-            async move {
-                let server = self.server_of(access.handle)?;
-                let request = Request::WriteDatatype { access, packed_length: packed.len() as u64 };
-                expect_io(self.call_bulk(server, request, Bulk::Upload(packed)).await?, packed.len() as u64)
-            }
+        let writes = involved.into_iter().map(|(access, packed_length, mut gather)| async move {
+            let server = self.server_of(access.handle)?;
+            let request = Request::WriteDatatype { access, packed_length };
+            let mut fill = |chunk_offset: u64, chunk: &mut [u8]| gather.fill(chunk_offset, chunk, buf);
+            let bulk = Bulk::UploadWith { length: packed_length, fill: &mut fill };
+            expect_io(self.call_bulk(server, request, bulk).await?, packed_length)
         });
         join_all(writes).await.into_iter().collect()
     }

@@ -4,6 +4,10 @@
 //! field), validates it, routes handles to servers, and generates new ones.
 #![warn(missing_docs)]
 
+mod key;
+
+pub use key::{create_key, load_key, KeyError};
+
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -29,6 +33,9 @@ pub struct Config {
     /// Server-to-server cooperation: trees, status exchange, pools.
     #[serde(default)]
     pub collectives: CollectivesSection,
+    /// Authentication of clients and servers.
+    #[serde(default)]
+    pub auth: AuthSection,
     /// The servers.
     #[serde(rename = "server")]
     pub servers: Vec<ServerSection>,
@@ -193,6 +200,56 @@ impl Default for CollectivesSection {
             status_grace_ms: default_status_grace_ms(),
             pool_batch: default_pool_batch(),
         }
+    }
+}
+
+/// How connections prove who opened them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthMode {
+    /// Servers and clients prove knowledge of the file-system key: a
+    /// client that can read the key file may act as any user, so the key
+    /// suits single-user or job-scoped file systems.
+    Key,
+    /// Servers use the key; clients present a MUNGE credential, which binds
+    /// each connection to the uid and gid of the process that opened it.
+    /// Holders of the key are still accepted (administration, root FUSE
+    /// daemons).
+    Munge,
+    /// No authentication at all: any process reaching a port may do
+    /// anything. Only when configured explicitly; servers log a warning.
+    None,
+}
+
+/// `[auth]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSection {
+    /// The mode.
+    #[serde(default = "default_auth_mode")]
+    pub mode: AuthMode,
+    /// The file-system key: a file readable by its owner only (0600), at
+    /// least `AUTH_KEY_BYTES_MIN` bytes. Required unless `mode = "none"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_file: Option<PathBuf>,
+    /// Uids whose connections may send requests on behalf of other users
+    /// (a root FUSE daemon with `allow_other` runs as 0, which is always
+    /// allowed; a gateway). Connections of other uids must carry their own
+    /// uid in every request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub proxy_uids: Vec<u32>,
+    /// MUNGE mode: the munged socket (default: munge's own default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub munge_socket: Option<PathBuf>,
+}
+
+fn default_auth_mode() -> AuthMode {
+    AuthMode::Key
+}
+
+impl Default for AuthSection {
+    fn default() -> Self {
+        AuthSection { mode: default_auth_mode(), key_file: None, proxy_uids: Vec::new(), munge_socket: None }
     }
 }
 
@@ -374,6 +431,13 @@ impl Config {
                 format!("must be {}..={}", reserve_range.start(), reserve_range.end()),
             ));
         }
+        if self.auth.mode != AuthMode::None && self.auth.key_file.is_none() {
+            return Err((
+                "auth.key_file".into(),
+                "a key file is required (`weft genconfig` makes one); mode = \"none\" runs without authentication"
+                    .into(),
+            ));
+        }
         if self.threads.network == 0 || self.threads.io == 0 {
             return Err(("threads".into(), "thread counts must be at least 1".into()));
         }
@@ -453,7 +517,14 @@ pub struct GenOptions {
     pub metadata_sync: MetadataSync,
 }
 
-/// Generates a configuration: every server both metadata and data, one target each.
+/// Where [`generate`] names the key file: `weft.key` under the root.
+pub fn default_key_file(root: &Path) -> PathBuf {
+    root.join("weft.key")
+}
+
+/// Generates a configuration: every server both metadata and data, one
+/// target each, key authentication with the key file
+/// [`default_key_file`] (which the caller creates: [`create_key`]).
 pub fn generate(options: &GenOptions) -> Config {
     let servers = (0..options.servers)
         .map(|id| ServerSection {
@@ -471,6 +542,7 @@ pub fn generate(options: &GenOptions) -> Config {
         durability: DurabilitySection { metadata_sync: options.metadata_sync, ..DurabilitySection::default() },
         threads: ThreadsSection::default(),
         collectives: CollectivesSection::default(),
+        auth: AuthSection { key_file: Some(default_key_file(&options.root)), ..AuthSection::default() },
         servers,
         targets,
     }
@@ -591,6 +663,21 @@ mod tests {
         assert_eq!(config.durability.metadata_reserve_bytes, 8 << 20);
         let err = Config::parse(&with(1 << 20), "x.toml").unwrap_err().to_string();
         assert!(err.contains("durability.metadata_reserve_bytes"), "{err}");
+    }
+
+    #[test]
+    fn auth_needs_a_key_file_unless_none() {
+        let config = Config::parse(&sample(), "x.toml").unwrap();
+        assert_eq!(config.auth.mode, AuthMode::Key);
+        assert_eq!(config.auth.key_file.as_deref(), Some(Path::new("/tmp/w/weft.key")));
+        let without = sample().replace("key_file = \"/tmp/w/weft.key\"", "");
+        let err = Config::parse(&without, "x.toml").unwrap_err().to_string();
+        assert!(err.contains("auth.key_file"), "{err}");
+        let none = without.replace("mode = \"key\"", "mode = \"none\"");
+        assert_eq!(Config::parse(&none, "x.toml").unwrap().auth.mode, AuthMode::None);
+        let munge = sample().replace("mode = \"key\"", "mode = \"munge\"\nproxy_uids = [7]");
+        let config = Config::parse(&munge, "x.toml").unwrap();
+        assert_eq!((config.auth.mode, config.auth.proxy_uids), (AuthMode::Munge, vec![7]));
     }
 
     #[test]

@@ -244,9 +244,15 @@ impl Node {
     pub fn true_lb(&self) -> i64 {
         self.derived.true_lb
     }
-    /// Span from the first to one past the last data byte (0 if empty).
+    /// One past the last data byte relative to the origin (0 if empty).
+    pub fn true_ub(&self) -> i64 {
+        self.derived.true_ub
+    }
+    /// Span from the first to one past the last data byte (0 if empty),
+    /// saturated at `i64::MAX` (a span can exceed it: exact bounds are
+    /// [`Node::true_lb`] and [`Node::true_ub`]).
     pub fn true_extent(&self) -> i64 {
-        self.derived.true_ub - self.derived.true_lb
+        self.derived.true_ub.saturating_sub(self.derived.true_lb)
     }
     /// Whether one instance is a single increasing run of bytes.
     pub fn is_contiguous(&self) -> bool {
@@ -379,7 +385,11 @@ impl Dataloop {
     pub fn true_lb(&self) -> i64 {
         self.root().true_lb()
     }
-    /// Span of the data bytes.
+    /// One past the last data byte relative to the origin.
+    pub fn true_ub(&self) -> i64 {
+        self.root().true_ub()
+    }
+    /// Span of the data bytes, saturated at `i64::MAX` (see [`Node::true_extent`]).
     pub fn true_extent(&self) -> i64 {
         self.root().true_extent()
     }

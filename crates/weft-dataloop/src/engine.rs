@@ -351,7 +351,7 @@ impl<'a> Cursor<'a> {
         let kind = self.kind(frame.node);
         let child = self.dataloop.node(kind.block_child(0));
         let extent = child.extent() as i128;
-        let (lo, hi) = (child.true_lb() as i128, child.true_lb() as i128 + child.true_extent() as i128);
+        let (lo, hi) = (child.true_lb() as i128, child.true_ub() as i128);
         let unit = match kind {
             Kind::Contig { count, .. } => Unit {
                 by_block: false,
@@ -413,10 +413,9 @@ struct Unit {
 fn check_file_range(dataloop: &Dataloop, count: u64, displacement: i64) -> Result<(), EngineError> {
     let out = EngineError::OffsetOutOfRange;
     let last = (count as i128 - 1).checked_mul(dataloop.extent() as i128).ok_or(out)?;
-    let origin = displacement as i128 + dataloop.true_lb() as i128;
-    let low = origin.checked_add(last.min(0)).ok_or(out)?;
-    let high =
-        origin.checked_add(last.max(0)).and_then(|v| v.checked_add(dataloop.true_extent() as i128)).ok_or(out)?;
+    let low = (displacement as i128 + dataloop.true_lb() as i128).checked_add(last.min(0)).ok_or(out)?;
+    // The upper end from `true_ub` itself: the span `true_ub - true_lb` may exceed i64.
+    let high = (displacement as i128 + dataloop.true_ub() as i128).checked_add(last.max(0)).ok_or(out)?;
     if low < 0 || high > u64::MAX as i128 {
         return Err(out);
     }

@@ -258,6 +258,10 @@ fn fuse_config(options: &MountOptions, config: &Config) -> fuser::Config {
         MountOption::RW,
         MountOption::Exec,
         MountOption::NoAtime,
+        // A file system any client can write must not grant privileges:
+        // set-uid bits and device nodes on it have no effect.
+        MountOption::NoSuid,
+        MountOption::NoDev,
     ];
     if options.default_permissions {
         fuse.mount_options.push(MountOption::DefaultPermissions);

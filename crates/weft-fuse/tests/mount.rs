@@ -623,3 +623,70 @@ fn sigterm_unmounts_cleanly() {
     assert!(status.success(), "exit status {status}: {}", mount.log_text());
     assert!(!is_mounted(&mount.path));
 }
+
+fn small_reserve(config: &mut weft_config::Config) {
+    config.durability.metadata_reserve_bytes = 8 << 20;
+}
+
+/// `df -B1` of the mount: (total, available) bytes.
+fn df(m: &str) -> (u64, u64) {
+    let out = ok(&format!("df -B1 --output=size,avail {m} | tail -1"));
+    let mut fields = out.split_whitespace().map(|f| f.parse::<u64>().expect("a number"));
+    (fields.next().expect("size"), fields.next().expect("avail"))
+}
+
+/// A full disk through the mount (issue 21, item 6): two servers keep
+/// their storage on one 64 MiB tmpfs. `df` counts the disk once; `cp` of
+/// more than fits fails with "No space left on device" and leaves earlier
+/// files intact; creating empty files on the full disk stops at ENOSPC;
+/// `rm` works on the full disk, `df` shows the space back and a new copy
+/// fits.
+#[test]
+fn full_disk_cp_gets_enospc_and_rm_frees_space() {
+    let _serial = serial();
+    let disk = weft_testkit::Tmpfs::mount(64 << 20);
+    let cluster = Cluster::start(ClusterOptions {
+        servers: 2,
+        tune: Some(small_reserve),
+        storage_root: Some(disk.path.clone()),
+        ..Default::default()
+    });
+    let mount = Mount::start(&cluster, &[]);
+    let local = tempfile::tempdir().unwrap();
+    let (m, l) = (q(&mount.path), q(local.path()));
+    let (disk_total, _) = disk.space();
+    assert_eq!(df(&m).0, disk_total, "one disk under two servers counts once");
+
+    ok(&format!("mkdir {m}/many"));
+    ok(&format!("head -c 16M /dev/urandom > {l}/a && cp {l}/a {m}/a && cmp {l}/a {m}/a"));
+    ok(&format!("head -c 64M /dev/urandom > {l}/b"));
+    let copy = bash(&format!("cp {l}/b {m}/b"));
+    let stderr = String::from_utf8_lossy(&copy.stderr);
+    assert!(!copy.status.success(), "cp of 64 MiB onto a 64 MiB disk succeeded");
+    assert!(stderr.contains("No space left on device"), "cp on a full disk: {stderr}");
+    ok(&format!("cmp {l}/a {m}/a"));
+    // What cp got acknowledged reads back: the partial file is a prefix of
+    // b, but for the refused write (at most 1 MiB), of which one of the two
+    // servers may have stored its strips.
+    let partial: u64 = ok(&format!("stat -c %s {m}/b")).trim().parse().expect("size");
+    let acknowledged = partial.saturating_sub(1 << 20);
+    assert!(acknowledged > 0, "nothing of b was written: size {partial}");
+    ok(&format!("cmp -n {acknowledged} {l}/b {m}/b"));
+
+    // A metadata fill: empty files until ENOSPC.
+    let fill =
+        bash(&format!("i=0; while : > {m}/many/e$i; do i=$((i + 1)); [ $i -lt 100000 ] || exit 3; done; echo $i"));
+    let stderr = String::from_utf8_lossy(&fill.stderr);
+    assert!(fill.status.success(), "creates never ran out of space: {stderr}");
+    assert!(stderr.contains("No space left on device"), "create on a full disk: {stderr}");
+    let created: u64 = String::from_utf8_lossy(&fill.stdout).trim().parse().expect("a count");
+
+    // rm works on the full disk; df shows the space back.
+    ok(&format!("rm -r {m}/many && rm {m}/b {m}/a && test ! -e {m}/a"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while df(&m).1 < partial / 2 + (12 << 20) {
+        assert!(Instant::now() < deadline, "removed files' space never came back: df {:?} ({created} creates)", df(&m));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    ok(&format!("cp {l}/a {m}/c && cmp {l}/a {m}/c"));
+}

@@ -173,12 +173,6 @@ static int weft_ranges_interleave(const long long *all, int nprocs) {
     return 0;
 }
 
-static void weft_set_status(MPI_Status *status, int rc, int64_t bytes) {
-    if (status == MPI_STATUS_IGNORE) return;
-    PMPI_Status_set_elements_x(status, MPI_BYTE, rc == MPI_SUCCESS ? (MPI_Count)bytes : 0);
-    PMPI_Status_set_cancelled(status, 0);
-}
-
 /* Per-round exchange arrays (counts and displacements per rank). */
 typedef struct {
     int64_t *windows, *counts, *incoming;
@@ -339,7 +333,7 @@ static int weft_two_phase(weft_file *file, int write, int explicit_offset, MPI_O
 }
 
 int weft_collective(weft_file *file, int write, int explicit_offset, MPI_Offset offset, void *buf, long long count,
-                    MPI_Datatype datatype, MPI_Status *status) {
+                    MPI_Datatype datatype, int64_t *moved) {
     int nprocs;
     PMPI_Comm_size(file->comm, &nprocs);
     weft_hints hints;
@@ -375,8 +369,8 @@ int weft_collective(weft_file *file, int write, int explicit_offset, MPI_Offset 
     if (cb < 1) cb = WEFT_CB_BUFFER_DEFAULT;
     if (lo >= hi) {
         /* Nobody moves a byte; the allgather was the synchronization. */
-        weft_set_status(status, rc, 0);
-        return weft_raise(file, rc);
+        *moved = 0;
+        return rc;
     }
     int two_phase = method == WEFT_METHOD_TWO_PHASE && (mode == WEFT_CB_ENABLE || (mode == WEFT_CB_AUTOMATIC && interleaved));
     if (two_phase) {
@@ -390,6 +384,6 @@ int weft_collective(weft_file *file, int write, int explicit_offset, MPI_Offset 
                                                  type_id, &bytes));
         PMPI_Barrier(file->comm);
     }
-    weft_set_status(status, rc, bytes);
-    return weft_raise(file, rc);
+    *moved = rc == MPI_SUCCESS ? bytes : 0;
+    return rc;
 }

@@ -326,6 +326,33 @@ int MPI_Waitsome(int incount, MPI_Request requests[], int *outcount, int indices
 
 /* ---------- starting ---------- */
 
+/* An already complete request: class `rc`, `bytes` moved. */
+int weft_request_done(weft_file *file, int rc, int64_t bytes, MPI_Request *request) {
+    weft_request *r = calloc(1, sizeof *r);
+    if (!r) { *request = MPI_REQUEST_NULL; return weft_raise(file, MPI_ERR_INTERN); }
+    r->file = file;
+    r->barrier = MPI_REQUEST_NULL;
+    r->finished = 1;
+    r->error = rc;
+    r->bytes = (MPI_Count)bytes;
+    int grc = PMPI_Grequest_start(weft_query_fn, weft_free_fn, weft_cancel_fn, r, &r->handle);
+    if (grc != MPI_SUCCESS) { free(r); *request = MPI_REQUEST_NULL; return weft_raise(file, grc); }
+    pthread_mutex_lock(&weft_requests_lock);
+    r->next = weft_requests;
+    weft_requests = r;
+    weft_requests_len++;
+    pthread_mutex_unlock(&weft_requests_lock);
+    *request = r->handle;
+    return MPI_SUCCESS;
+}
+
+/* Nonblocking individual-pointer and explicit-offset calls on a file
+ * opened with MPI_MODE_SEQUENTIAL. */
+static int weft_sequential_refused(MPI_File fh, MPI_Request *request) {
+    *request = MPI_REQUEST_NULL;
+    return weft_raise((weft_file *)fh, MPI_ERR_UNSUPPORTED_OPERATION);
+}
+
 /* Starts an access and returns its request in `*request`; see the top of
  * this file for which errors are returned here. Also for other nonblocking
  * calls (e.g. shared-pointer ones: an explicit offset). */
@@ -333,6 +360,16 @@ int weft_istart(MPI_File fh, int write, int explicit_offset, MPI_Offset offset, 
                        MPI_Datatype datatype, int collective, MPI_Request *request) {
     weft_file *file = (weft_file *)fh;
     uint64_t type_id = 0, op = 0;
+    if (file->datarep != WEFT_DATAREP_NATIVE && file->datarep != WEFT_DATAREP_INTERNAL) {
+        /* A converted representation completes at start (c/datarep.c). */
+        int64_t bytes = 0;
+        int done = weft_datarep_move(file, write, explicit_offset, offset, buf, count, datatype, collective, &bytes);
+        if (done != MPI_SUCCESS && !collective) {
+            *request = MPI_REQUEST_NULL;
+            return weft_raise(file, done);
+        }
+        return weft_request_done(file, done, bytes, request);
+    }
     int rc = count < 0 ? MPI_ERR_COUNT : weft_type_id(datatype, &type_id);
     if (rc == MPI_SUCCESS)
         rc = weft_mpi_class(weft_mpiio_istart(file->id, write, explicit_offset, (int64_t)offset, (void *)buf,
@@ -371,27 +408,35 @@ int weft_istart(MPI_File fh, int write, int explicit_offset, MPI_Offset offset, 
 }
 
 int weft_impl_MPI_File_iread(MPI_File fh, void *buf, long long count, MPI_Datatype datatype, MPI_Request *request) {
+    if (weft_sequential((weft_file *)fh)) return weft_sequential_refused(fh, request);
     return weft_istart(fh, 0, 0, 0, buf, count, datatype, 0, request);
 }
 int weft_impl_MPI_File_iwrite(MPI_File fh, const void *buf, long long count, MPI_Datatype datatype, MPI_Request *request) {
+    if (weft_sequential((weft_file *)fh)) return weft_sequential_refused(fh, request);
     return weft_istart(fh, 1, 0, 0, buf, count, datatype, 0, request);
 }
 int weft_impl_MPI_File_iread_at(MPI_File fh, MPI_Offset offset, void *buf, long long count, MPI_Datatype datatype, MPI_Request *request) {
+    if (weft_sequential((weft_file *)fh)) return weft_sequential_refused(fh, request);
     return weft_istart(fh, 0, 1, offset, buf, count, datatype, 0, request);
 }
 int weft_impl_MPI_File_iwrite_at(MPI_File fh, MPI_Offset offset, const void *buf, long long count, MPI_Datatype datatype, MPI_Request *request) {
+    if (weft_sequential((weft_file *)fh)) return weft_sequential_refused(fh, request);
     return weft_istart(fh, 1, 1, offset, buf, count, datatype, 0, request);
 }
 int weft_impl_MPI_File_iread_all(MPI_File fh, void *buf, long long count, MPI_Datatype datatype, MPI_Request *request) {
+    if (weft_sequential((weft_file *)fh)) return weft_sequential_refused(fh, request);
     return weft_istart(fh, 0, 0, 0, buf, count, datatype, 1, request);
 }
 int weft_impl_MPI_File_iwrite_all(MPI_File fh, const void *buf, long long count, MPI_Datatype datatype, MPI_Request *request) {
+    if (weft_sequential((weft_file *)fh)) return weft_sequential_refused(fh, request);
     return weft_istart(fh, 1, 0, 0, buf, count, datatype, 1, request);
 }
 int weft_impl_MPI_File_iread_at_all(MPI_File fh, MPI_Offset offset, void *buf, long long count, MPI_Datatype datatype, MPI_Request *request) {
+    if (weft_sequential((weft_file *)fh)) return weft_sequential_refused(fh, request);
     return weft_istart(fh, 0, 1, offset, buf, count, datatype, 1, request);
 }
 int weft_impl_MPI_File_iwrite_at_all(MPI_File fh, MPI_Offset offset, const void *buf, long long count, MPI_Datatype datatype, MPI_Request *request) {
+    if (weft_sequential((weft_file *)fh)) return weft_sequential_refused(fh, request);
     return weft_istart(fh, 1, 1, offset, buf, count, datatype, 1, request);
 }
 
@@ -405,10 +450,12 @@ typedef struct weft_split {
 
 static weft_split *weft_splits = NULL; /* guarded by weft_requests_lock */
 
+
 static int weft_split_begin(MPI_File fh, int write, int explicit_offset, MPI_Offset offset, const void *buf, long long count,
                             MPI_Datatype datatype) {
     weft_file *file = (weft_file *)fh;
     int active = 0;
+    if (weft_sequential(file)) return weft_raise(file, MPI_ERR_UNSUPPORTED_OPERATION);
     pthread_mutex_lock(&weft_requests_lock);
     for (weft_split *s = weft_splits; s; s = s->next)
         if (s->file == file) active = 1;

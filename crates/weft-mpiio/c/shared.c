@@ -81,8 +81,7 @@ static int shared_individual(MPI_File fh, int write, const void *buf, long long 
     int64_t etypes = 0, at = 0, bytes = 0;
     int rc = shared_prepare(file, count, datatype, &type_id, &etypes);
     if (rc == MPI_SUCCESS && etypes > 0) rc = shared_class(weft_mpiio_shared_fetch_add(file->id, etypes, &at));
-    if (rc == MPI_SUCCESS && etypes > 0)
-        rc = shared_class(weft_mpiio_io(file->id, write, 1, at, (void *)buf, (int64_t)count, type_id, &bytes));
+    if (rc == MPI_SUCCESS && etypes > 0) rc = weft_datarep_move(file, write, 1, at, buf, count, datatype, 0, &bytes);
     shared_status(status, rc, bytes);
     return weft_raise(file, rc);
 }
@@ -109,7 +108,7 @@ static int shared_ordered(weft_file *file, int write, const void *buf, long long
     PMPI_Bcast(msg, 2, MPI_LONG_LONG, size - 1, file->comm);
     if (rc == MPI_SUCCESS) rc = (int)msg[1];
     if (rc == MPI_SUCCESS && mine > 0)
-        rc = shared_class(weft_mpiio_io(file->id, write, 1, msg[0] + prefix, (void *)buf, (int64_t)count, type_id, bytes));
+        rc = weft_datarep_move(file, write, 1, msg[0] + prefix, buf, count, datatype, 0, bytes);
     PMPI_Barrier(file->comm);
     return rc;
 }

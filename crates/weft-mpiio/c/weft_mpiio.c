@@ -18,6 +18,7 @@
 #include <string.h>
 #include "weft_mpiio.h"
 #include "weft_mpiio_internal.h"
+#include "weft_shared.h"
 #include "nonblocking.h"
 #include "weft_shared.h"
 
@@ -375,18 +376,27 @@ static int64_t weft_info_int(MPI_Info info, const char *key) {
 
 /* The weft_io_method hint (datatype | list | posix | sieve) selects how
  * independent accesses go over the wire; other values are ignored, as
- * ROMIO ignores hints it does not understand. */
+ * ROMIO ignores hints it does not understand. cb_buffer_size sets the
+ * file's window (src/file.rs). */
 static void weft_apply_io_method(weft_file *file, MPI_Info info) {
     char value[32];
     int flag = 0, method = -1;
     if (info == MPI_INFO_NULL) return;
     PMPI_Info_get(info, "weft_io_method", (int)sizeof value - 1, value, &flag);
-    if (!flag) return;
-    if (strcmp(value, "datatype") == 0) method = WEFT_IO_DATATYPE;
-    else if (strcmp(value, "list") == 0) method = WEFT_IO_LIST;
-    else if (strcmp(value, "posix") == 0) method = WEFT_IO_POSIX;
-    else if (strcmp(value, "sieve") == 0) method = WEFT_IO_SIEVE;
+    if (flag && strcmp(value, "datatype") == 0) method = WEFT_IO_DATATYPE;
+    else if (flag && strcmp(value, "list") == 0) method = WEFT_IO_LIST;
+    else if (flag && strcmp(value, "posix") == 0) method = WEFT_IO_POSIX;
+    else if (flag && strcmp(value, "sieve") == 0) method = WEFT_IO_SIEVE;
     if (method >= 0) weft_mpiio_set_io_method(file->id, method);
+    /* cb_buffer_size also bounds the bounce buffers of independent reads
+     * (src/file.rs); unparsable or non-positive values are ignored. */
+    char *end = NULL;
+    flag = 0;
+    PMPI_Info_get(info, "cb_buffer_size", (int)sizeof value - 1, value, &flag);
+    if (flag) {
+        long long bytes = strtoll(value, &end, 10);
+        if (end != value && *end == '\0' && bytes > 0) weft_mpiio_set_window(file->id, (int64_t)bytes);
+    }
 }
 
 /* The atomic-mode hints (src/atomic_locks.rs): weft_atomic_method
@@ -579,6 +589,7 @@ int weft_impl_MPI_File_get_size(MPI_File fh, MPI_Offset *size) {
 int weft_impl_MPI_File_set_size(MPI_File fh, MPI_Offset size) {
     weft_file *file = (weft_file *)fh;
     int rc = MPI_SUCCESS;
+    if (weft_sequential(file)) return weft_raise(file, MPI_ERR_UNSUPPORTED_OPERATION);
     PMPI_Barrier(file->comm);
     if (file->rank == 0) rc = weft_mpi_class(weft_mpiio_set_size(file->id, (int64_t)size));
     PMPI_Bcast(&rc, 1, MPI_INT, 0, file->comm);
@@ -668,17 +679,18 @@ int weft_impl_MPI_File_sync(MPI_File fh) {
 }
 
 int weft_impl_MPI_File_get_type_extent(MPI_File fh, MPI_Datatype datatype, MPI_Aint *extent) {
-    MPI_Aint lb;
-    (void)fh;
-    return PMPI_Type_get_extent(datatype, &lb, extent);
+    weft_file *file = (weft_file *)fh;
+    MPI_Count x = 0;
+    int rc = weft_datarep_type_extent(file, datatype, &x);
+    if (rc == MPI_SUCCESS) *extent = (MPI_Aint)x;
+    return weft_raise(file, rc);
 }
 
 /* MPICH's large-count variant (compiled for both flavours; only MPICH
  * exports the wrapper that calls it). */
 int weft_impl_MPI_File_get_type_extent_c(MPI_File fh, MPI_Datatype datatype, MPI_Count *extent) {
-    MPI_Count lb;
-    (void)fh;
-    return PMPI_Type_get_extent_x(datatype, &lb, extent);
+    weft_file *file = (weft_file *)fh;
+    return weft_raise(file, weft_datarep_type_extent(file, datatype, extent));
 }
 
 /* ---------- views and pointers ---------- */
@@ -694,8 +706,26 @@ int weft_impl_MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype
     weft_file *file = (weft_file *)fh;
     (void)info;
     uint64_t etype_id = 0, filetype_id = 0;
-    int rc = MPI_SUCCESS;
-    if (!datarep || strcmp(datarep, "native") != 0) rc = MPI_ERR_UNSUPPORTED_DATAREP;
+    int rep = WEFT_DATAREP_NATIVE;
+    void *rep_user = NULL;
+    int rc = weft_datarep_of(datarep, &rep, &rep_user);
+    if (rc == MPI_SUCCESS) rc = weft_datarep_check_view(rep, rep_user, etype, filetype);
+    if (disp == MPI_DISPLACEMENT_CURRENT) {
+        /* Sequential files only: the view starts at the shared pointer's
+         * byte position in the old view (every rank's earlier shared
+         * accesses done first; rank 0 reads it, everyone gets it). */
+        long long msg[2] = {MPI_SUCCESS, 0};
+        PMPI_Barrier(file->comm);
+        if (file->rank == 0) {
+            int64_t position = 0, byte = 0;
+            msg[0] = weft_sequential(file) ? weft_mpi_class(weft_mpiio_shared_get(file->id, &position)) : MPI_ERR_ARG;
+            if (msg[0] == MPI_SUCCESS) msg[0] = weft_mpi_class(weft_mpiio_byte_offset(file->id, position, &byte));
+            msg[1] = byte;
+        }
+        PMPI_Bcast(msg, 2, MPI_LONG_LONG, 0, file->comm);
+        if (rc == MPI_SUCCESS) rc = (int)msg[0];
+        disp = (MPI_Offset)msg[1];
+    }
     if (rc == MPI_SUCCESS) rc = weft_type_id(etype, &etype_id);
     if (rc == MPI_SUCCESS) rc = weft_type_id(filetype, &filetype_id);
     if (rc == MPI_SUCCESS) rc = weft_mpi_class(weft_mpiio_set_view(file->id, (int64_t)disp, etype_id, filetype_id));
@@ -704,6 +734,8 @@ int weft_impl_MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype
         file->etype = weft_type_copy(etype);
         file->filetype = weft_type_copy(filetype);
         file->disp = disp;
+        file->datarep = rep;
+        file->datarep_user = rep_user;
     }
     int reset = weft_shared_view_reset(file); /* shared pointer back to 0 (shared.c) */
     if (rc == MPI_SUCCESS) rc = reset;
@@ -716,13 +748,14 @@ int weft_impl_MPI_File_get_view(MPI_File fh, MPI_Offset *disp, MPI_Datatype *ety
     *disp = file->disp;
     *etype = weft_type_copy(file->etype);
     *filetype = weft_type_copy(file->filetype);
-    strcpy(datarep, "native");
+    strcpy(datarep, weft_datarep_name(file));
     return MPI_SUCCESS;
 }
 
 int weft_impl_MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence) {
     weft_file *file = (weft_file *)fh;
     int w = whence == MPI_SEEK_SET ? 0 : whence == MPI_SEEK_CUR ? 1 : whence == MPI_SEEK_END ? 2 : -1;
+    if (weft_sequential(file)) return weft_raise(file, MPI_ERR_UNSUPPORTED_OPERATION);
     return weft_raise(file, weft_mpi_class(weft_mpiio_seek(file->id, (int64_t)offset, w)));
 }
 
@@ -744,17 +777,26 @@ int weft_impl_MPI_File_get_byte_offset(MPI_File fh, MPI_Offset offset, MPI_Offse
 
 /* ---------- data ---------- */
 
-static int weft_transfer(MPI_File fh, int write, int explicit_offset, MPI_Offset offset, const void *buf,
-                         long long count, MPI_Datatype datatype, MPI_Status *status, int collective) {
-    weft_file *file = (weft_file *)fh;
+int weft_move(weft_file *file, int write, int explicit_offset, MPI_Offset offset, const void *buf, long long count,
+              MPI_Datatype datatype, int collective, int64_t *bytes) {
+    *bytes = 0;
     /* Collectives: two-phase or datatype, chosen by hints (collective.c). */
-    if (collective) return weft_collective(file, write, explicit_offset, offset, (void *)buf, count, datatype, status);
+    if (collective) return weft_collective(file, write, explicit_offset, offset, (void *)buf, count, datatype, bytes);
     uint64_t type_id = 0;
-    int64_t bytes = 0;
     int rc = count < 0 ? MPI_ERR_COUNT : weft_type_id(datatype, &type_id);
     if (rc == MPI_SUCCESS)
         rc = weft_mpi_class(weft_mpiio_io(file->id, write, explicit_offset, (int64_t)offset, (void *)buf,
-                                          (int64_t)count, type_id, &bytes));
+                                          (int64_t)count, type_id, bytes));
+    return rc;
+}
+
+static int weft_transfer(MPI_File fh, int write, int explicit_offset, MPI_Offset offset, const void *buf,
+                         long long count, MPI_Datatype datatype, MPI_Status *status, int collective) {
+    weft_file *file = (weft_file *)fh;
+    int64_t bytes = 0;
+    int rc = weft_sequential(file)
+                 ? MPI_ERR_UNSUPPORTED_OPERATION
+                 : weft_datarep_move(file, write, explicit_offset, offset, buf, count, datatype, collective, &bytes);
     if (status != MPI_STATUS_IGNORE) {
         PMPI_Status_set_elements_x(status, MPI_BYTE, rc == MPI_SUCCESS ? (MPI_Count)bytes : 0);
         PMPI_Status_set_cancelled(status, 0);

@@ -7,25 +7,33 @@
 //! One collective call on one rank:
 //! 1. [`range`]: the first and last file byte of the rank's access through
 //!    its view (two cursor seeks; MPI requires file types to be monotone,
-//!    so these bound the access) — gathered by C to place the file domains.
-//! 2. [`begin`]: a [`Plan`]: the access flattened into pieces
-//!    `(file offset, length, stream offset)` sorted by file offset, and the
-//!    data stream — for writes packed from user memory, for reads a buffer
-//!    the aggregators' data lands in.
+//!    `MPI_File_set_view` refuses those that are not, so these bound the
+//!    access) — gathered by C to place the file domains.
+//! 2. [`begin`]: a [`Plan`]: the view, where the access starts in it, and the
+//!    user buffer with its memory type — no copy of the data, no list of
+//!    pieces (a walk checks the tiled view is monotone inside `[lo, hi)`).
 //! 3. Per round, [`round`]: given one file window per destination rank
-//!    (empty for non-aggregators), the rank's pieces clipped to each window,
-//!    as region pairs (and data, for writes) in destination order.
+//!    (empty for non-aggregators), the view is walked from where that
+//!    destination's last window ended (a binary search over the monotone
+//!    view finds the first window), and the regions inside the window go
+//!    out as region pairs and, for writes, data gathered straight from the
+//!    user's memory: per round at most the windows' bytes.
 //! 4. On aggregators, [`write_window`] copies what every source sent into a
-//!    window buffer in source-rank order (so where writes overlap the
-//!    highest rank wins, as in ROMIO) and writes the union of the regions:
-//!    one contiguous write when the union has no hole, otherwise list I/O
-//!    (`WriteList`) over exactly the covered bytes — holes are never read
-//!    or rewritten, so no read-modify-write is needed. [`read_window`]
-//!    reads the union of the requested regions (list I/O over holes, no
-//!    data sieving) and returns each source's bytes in its request order.
-//! 5. Reads: [`deliver`] scatters what came back into the stream;
-//!    [`end`] unpacks the stream into user memory, advances the
-//!    individual file pointer and forgets the plan.
+//!    window buffer (at most `cb_buffer_size` of file range) in source-rank
+//!    order (so where writes overlap the highest rank wins, as in ROMIO) and
+//!    writes the union of the regions: one contiguous write when the union
+//!    has no hole, otherwise list I/O (`WriteList`) over exactly the covered
+//!    bytes — holes are never read or rewritten, so no read-modify-write is
+//!    needed. [`read_window`] reads the union of the requested regions
+//!    (list I/O over holes, no data sieving) and returns each source's
+//!    bytes in its request order.
+//! 5. Reads: [`deliver`] scatters what came back straight into user memory
+//!    (only bytes before end of file); [`end`] advances the individual file
+//!    pointer and forgets the plan.
+//!
+//! Memory per call beyond the user's buffer: the round's outgoing data and
+//! pairs (at most the windows of that round), and on an aggregator its
+//! window buffer and what C receives for it.
 //!
 //! Plans live in a registry under numeric ids; pointers handed to C by
 //! [`round`] stay valid until the next call on the same plan.
@@ -39,49 +47,43 @@ use weft_dataloop::{BatchLimits, Cursor, Dataloop, Region};
 
 use crate::error::{MpiClass, MpiResult};
 use crate::ffi::{guarded, store};
-use crate::file::{self, amode, OpenFile, Position};
+use crate::file::{self, amode, OpenFile, Position, View};
 use crate::runtime::client;
 use crate::types;
 
-/// Regions taken from the view cursor per batch while flattening.
+/// Regions taken from the view cursor per batch while checking a view.
 const FLATTEN_REGIONS_PER_BATCH: usize = 65_536;
+
+/// Regions taken from the view cursor per batch in a round (a round stops
+/// at its window's end, so batches stay small).
+const ROUND_REGIONS_PER_BATCH: usize = 1024;
 
 /// Data request kinds counted by [`data_requests`].
 const DATA_KINDS: [&str; 6] = ["read", "write", "read_list", "write_list", "read_datatype", "write_datatype"];
 
-/// One contiguous piece of a rank's access.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Piece {
-    file: u64,
-    length: u64,
-    stream: u64,
-}
-
-impl Piece {
-    fn end(&self) -> u64 {
-        self.file + self.length
-    }
-}
-
-/// One rank's side of one collective call.
+/// One rank's side of one collective call. It holds no copy of the data:
+/// each round gathers the outgoing bytes straight from the user's memory
+/// (writes) and scatters what comes back straight into it (reads).
 #[derive(Debug)]
 pub struct Plan {
     file_id: u64,
     write: bool,
     individual: bool,
     etype_bytes: u64,
-    /// Sorted by file offset.
-    pieces: Vec<Piece>,
-    /// The access's data in stream order.
-    stream: Vec<u8>,
-    /// Reads: the user buffer (address) and where the stream goes in it.
-    user: usize,
-    memory: Vec<(i64, u64)>,
+    /// The view the access goes through, and where in its stream it starts.
+    view: View,
+    view_offset: u64,
+    /// The user buffer: address of the memory span's first byte and the
+    /// memory type placed there (`None`: contiguous).
+    base: usize,
+    span_bytes: usize,
+    memory: Option<(Dataloop, u64)>,
     total: u64,
-    /// Reads: stream bytes before end of file.
+    /// Reads: stream bytes before end of file (only these reach user memory).
     available: u64,
-    /// Per destination: pieces before this index end before its window.
-    cursors: Vec<usize>,
+    /// Per destination: the access's stream position up to which its
+    /// windows have been served (`None`: not yet located).
+    next: Vec<Option<u64>>,
     out_pairs: Vec<i64>,
     out_data: Vec<u8>,
     /// Reads: stream spans of the outgoing requests, in order.
@@ -141,7 +143,10 @@ fn access(open: &OpenFile, write: bool, at: Position, count: u64, memory_type: &
 
 /// The file offset of stream byte `position` of the view.
 fn file_offset_of(open: &OpenFile, position: u64) -> MpiResult<u64> {
-    let view = &open.view;
+    file_offset_in(&open.view, position)
+}
+
+fn file_offset_in(view: &View, position: u64) -> MpiResult<u64> {
     if view.is_contiguous() {
         return u64::try_from(view.displacement).ok().and_then(|d| d.checked_add(position)).ok_or(MpiClass::Arg);
     }
@@ -171,43 +176,102 @@ pub fn range(id: u64, write: bool, at: Position, count: u64, memory_type: &Datal
     Ok((start, end, total))
 }
 
-/// The access as pieces sorted by file offset, each within `[lo, hi)`.
-fn pieces(open: &OpenFile, view_offset: u64, total: u64, lo: u64, hi: u64) -> MpiResult<Vec<Piece>> {
-    let view = &open.view;
-    let inside = |p: &Piece| p.file >= lo && p.end() <= hi;
+/// Checks that the access's file regions never go backwards or overlap (MPI
+/// requires monotone file types; a file type resized below its span tiles
+/// backwards) and lie in `[lo, hi)`: a walk, nothing kept.
+fn check_monotone(view: &View, view_offset: u64, total: u64, lo: u64, hi: u64) -> MpiResult<()> {
     if view.is_contiguous() {
-        let piece = Piece { file: file_offset_of(open, view_offset)?, length: total, stream: 0 };
-        return if inside(&piece) { Ok(vec![piece]) } else { Err(MpiClass::Arg) };
+        return Ok(());
     }
-    let end = view_offset + total;
-    let tiles = end.div_ceil(view.file_type.size());
-    let mut cursor = Cursor::new(&view.file_type, tiles, view.displacement).map_err(|_| MpiClass::Arg)?;
-    cursor.seek(view_offset).map_err(|_| MpiClass::Arg)?;
-    cursor.set_end(end).map_err(|_| MpiClass::Arg)?;
-    let mut out = Vec::new();
+    let mut cursor = view_cursor(view, view_offset, total)?;
+    let mut end = lo;
     let mut batch: Vec<Region> = Vec::new();
-    let mut stream = 0u64;
     loop {
         batch.clear();
         if cursor.next_batch(BatchLimits::regions(FLATTEN_REGIONS_PER_BATCH), &mut batch) == 0 {
-            break;
+            return Ok(());
         }
         for region in &batch {
-            let piece = Piece { file: region.offset, length: region.length, stream };
-            // A piece outside the gathered range would belong to no domain:
-            // the file type is not monotone, which MPI forbids.
-            if !inside(&piece) {
+            if region.offset < end || region.offset + region.length > hi {
                 return Err(MpiClass::Arg);
             }
-            out.push(piece);
-            stream += region.length;
+            end = region.offset + region.length;
         }
     }
-    if stream != total {
-        return Err(MpiClass::Intern);
+}
+
+/// A cursor over the view's stream `[view_offset, view_offset + total)`, at its start.
+fn view_cursor(view: &View, view_offset: u64, total: u64) -> MpiResult<Cursor<'_>> {
+    let end = view_offset + total;
+    let tiles = end.div_ceil(view.file_type.size());
+    let mut cursor = Cursor::new(&view.file_type, tiles, view.displacement).map_err(|_| MpiClass::Arg)?;
+    cursor.set_end(end).map_err(|_| MpiClass::Arg)?;
+    cursor.seek(view_offset).map_err(|_| MpiClass::Arg)?;
+    Ok(cursor)
+}
+
+/// The first stream position (relative to the access) whose file byte is at
+/// or after `file_offset` (`total` if none): a binary search, the view being
+/// monotone.
+fn locate(open_view: &View, view_offset: u64, total: u64, file_offset: u64) -> MpiResult<u64> {
+    let (mut low, mut high) = (0u64, total);
+    while low < high {
+        let mid = low + (high - low) / 2;
+        if file_offset_in(open_view, view_offset + mid)? >= file_offset {
+            high = mid;
+        } else {
+            low = mid + 1;
+        }
     }
-    out.sort_by_key(|p| p.file);
-    Ok(out)
+    Ok(low)
+}
+
+/// Maps stream positions of the access to the user's memory, moving forward.
+struct MemoryWalk<'a> {
+    base: usize,
+    span_bytes: usize,
+    cursor: Option<Cursor<'a>>,
+    scratch: Vec<Region>,
+}
+
+impl<'a> MemoryWalk<'a> {
+    fn new(base: usize, span_bytes: usize, memory: &'a Option<(Dataloop, u64)>) -> MpiResult<MemoryWalk<'a>> {
+        let cursor = match memory {
+            None => None,
+            Some((shaped, count)) => Some(Cursor::new(shaped, *count, 0).map_err(|_| MpiClass::Type)?),
+        };
+        Ok(MemoryWalk { base, span_bytes, cursor, scratch: Vec::new() })
+    }
+
+    /// Calls `f(address, length)` for the memory of stream bytes `[stream, stream + length)`.
+    fn for_each(&mut self, stream: u64, length: u64, mut f: impl FnMut(usize, usize)) -> MpiResult<()> {
+        let Some(cursor) = &mut self.cursor else {
+            if stream + length > self.span_bytes as u64 {
+                return Err(MpiClass::Intern);
+            }
+            f(self.base + stream as usize, length as usize);
+            return Ok(());
+        };
+        if cursor.position() != stream {
+            cursor.seek(stream).map_err(|_| MpiClass::Intern)?;
+        }
+        let mut left = length;
+        while left > 0 {
+            self.scratch.clear();
+            let got = cursor.next_batch(BatchLimits { regions_max: 256, bytes_max: left }, &mut self.scratch);
+            if got == 0 {
+                return Err(MpiClass::Intern);
+            }
+            for region in &self.scratch {
+                if region.offset + region.length > self.span_bytes as u64 {
+                    return Err(MpiClass::Intern);
+                }
+                f(self.base + region.offset as usize, region.length as usize);
+            }
+            left -= got;
+        }
+        Ok(())
+    }
 }
 
 /// Starts a collective access on this rank; `[lo, hi)` is the aggregate
@@ -229,43 +293,33 @@ pub unsafe fn begin(
 ) -> MpiResult<u64> {
     let open = file::snapshot(id)?;
     let (view_offset, total) = access(&open, write, at, count, memory_type)?;
-    let pieces = if total == 0 { Vec::new() } else { pieces(&open, view_offset, total, lo, hi)? };
-    let memory = if total == 0 { Vec::new() } else { file::flatten(memory_type, count)? };
-    let stream_len = usize::try_from(total).map_err(|_| MpiClass::Count)?;
-    let (stream, available) = if write {
-        let mut stream = Vec::with_capacity(stream_len);
-        for (offset, length) in &memory {
-            // SAFETY: the region lies in the caller's buffer (see above);
-            // wrapping_offset because MPI_BOTTOM buffers are address 0.
-            let source =
-                unsafe { std::slice::from_raw_parts(buffer.wrapping_offset(*offset as isize), *length as usize) };
-            stream.extend_from_slice(source);
-        }
-        if stream.len() != stream_len {
-            return Err(MpiClass::Intern);
-        }
-        (stream, total)
+    let plan = file::memory_plan(memory_type, count)?;
+    let available = if total == 0 {
+        0
     } else {
-        let available = if total == 0 {
-            0
+        check_monotone(&open.view, view_offset, total, lo, hi)?;
+        if write {
+            total
         } else {
             let size_bytes = client()?.file_size(&open.file)?;
             file::bytes_before_eof(&open.view, view_offset, total, size_bytes)?
-        };
-        (vec![0u8; stream_len], available)
+        }
     };
+    let base =
+        if total == 0 { buffer as usize } else { (buffer as usize).wrapping_add_signed(plan.start_offset as isize) };
     insert(Plan {
         file_id: id,
         write,
         individual: matches!(at, Position::Individual),
         etype_bytes: open.view.etype_bytes,
-        pieces,
-        stream,
-        user: buffer as usize,
-        memory: if write { Vec::new() } else { memory },
+        view: open.view,
+        view_offset,
+        base,
+        span_bytes: plan.span_bytes,
+        memory: plan.shaped,
         total,
         available,
-        cursors: Vec::new(),
+        next: Vec::new(),
         out_pairs: Vec::new(),
         out_data: Vec::new(),
         out_stream: Vec::new(),
@@ -275,92 +329,131 @@ pub unsafe fn begin(
 /// One round: `windows[2d], windows[2d+1]` is destination `d`'s window
 /// (empty when equal). Fills `counts[2d]` (regions) and `counts[2d+1]`
 /// (bytes) and returns pointers to the region pairs and (writes) the data,
-/// concatenated in destination order, valid until the next call on the plan.
+/// gathered from user memory and concatenated in destination order, valid
+/// until the next call on the plan. The data is at most the windows' bytes.
 pub fn round(plan_id: u64, windows: &[i64], counts: &mut [i64]) -> MpiResult<(*const i64, *const u8)> {
     if windows.len() != counts.len() || windows.len() % 2 != 0 {
         return Err(MpiClass::Intern);
     }
     with_plan(plan_id, |plan| {
         let destinations = windows.len() / 2;
-        plan.cursors.resize(destinations, 0);
+        plan.next.resize(destinations, None);
         plan.out_pairs.clear();
         plan.out_data.clear();
         plan.out_stream.clear();
+        let Plan {
+            view,
+            view_offset,
+            total,
+            write,
+            base,
+            span_bytes,
+            memory,
+            next,
+            out_pairs,
+            out_data,
+            out_stream,
+            ..
+        } = plan;
+        let (view_offset, total) = (*view_offset, *total);
+        let mut memory = MemoryWalk::new(*base, *span_bytes, memory)?;
+        let mut batch: Vec<Region> = Vec::new();
         for d in 0..destinations {
             let (lo, hi) = (windows[2 * d], windows[2 * d + 1]);
             counts[2 * d] = 0;
             counts[2 * d + 1] = 0;
-            if lo >= hi || lo < 0 {
+            if lo >= hi || lo < 0 || total == 0 {
                 continue;
             }
             let (lo, hi) = (lo as u64, hi as u64);
-            // Windows of one destination move forward: skip the prefix of
-            // pieces that ended before this one.
-            let mut first = plan.cursors[d];
-            while first < plan.pieces.len() && plan.pieces[first].end() <= lo {
-                first += 1;
-            }
-            plan.cursors[d] = first;
-            for piece in plan.pieces[first..].iter().take_while(|p| p.file < hi) {
-                let start = piece.file.max(lo);
-                let stop = piece.end().min(hi);
-                if start >= stop {
-                    continue;
+            // Windows of one destination move forward: resume where its
+            // last window ended (found by a search the first time).
+            let mut position = match next[d] {
+                Some(position) => position,
+                None => locate(view, view_offset, total, lo)?,
+            };
+            if position < total {
+                let mut cursor = view_cursor(view, view_offset, total)?;
+                cursor.seek(view_offset + position).map_err(|_| MpiClass::Arg)?;
+                'walk: loop {
+                    batch.clear();
+                    if cursor.next_batch(BatchLimits::regions(ROUND_REGIONS_PER_BATCH), &mut batch) == 0 {
+                        break;
+                    }
+                    for region in &batch {
+                        let end = region.offset + region.length;
+                        if region.offset >= hi {
+                            break 'walk;
+                        }
+                        if end <= lo {
+                            position += region.length;
+                            continue;
+                        }
+                        let start = region.offset.max(lo);
+                        let stop = end.min(hi);
+                        let length = stop - start;
+                        let stream = position + (start - region.offset);
+                        out_pairs.push(start as i64);
+                        out_pairs.push(length as i64);
+                        if *write {
+                            memory.for_each(stream, length, |address, len| {
+                                // SAFETY: inside the caller's buffer (begin's contract; checked against the span).
+                                out_data.extend_from_slice(unsafe {
+                                    std::slice::from_raw_parts(address as *const u8, len)
+                                });
+                            })?;
+                        } else {
+                            out_stream.push((stream, length));
+                        }
+                        counts[2 * d] += 1;
+                        counts[2 * d + 1] += length as i64;
+                        position = stream + length;
+                        if end > hi {
+                            break 'walk;
+                        }
+                    }
                 }
-                let length = stop - start;
-                let stream = piece.stream + (start - piece.file);
-                plan.out_pairs.push(start as i64);
-                plan.out_pairs.push(length as i64);
-                if plan.write {
-                    plan.out_data.extend_from_slice(&plan.stream[stream as usize..(stream + length) as usize]);
-                } else {
-                    plan.out_stream.push((stream, length));
-                }
-                counts[2 * d] += 1;
-                counts[2 * d + 1] += length as i64;
             }
+            next[d] = Some(position);
         }
-        Ok((plan.out_pairs.as_ptr(), plan.out_data.as_ptr()))
+        Ok((out_pairs.as_ptr(), out_data.as_ptr()))
     })
 }
 
-/// Reads: the data answering the last [`round`]'s requests, in their order.
+/// Reads: the data answering the last [`round`]'s requests, in their order,
+/// scattered straight into user memory (only stream bytes before end of
+/// file: MPI leaves the rest of the buffer untouched).
 pub fn deliver(plan_id: u64, data: &[u8]) -> MpiResult<()> {
     with_plan(plan_id, |plan| {
         let expected: u64 = plan.out_stream.iter().map(|(_, l)| l).sum();
         if expected != data.len() as u64 {
             return Err(MpiClass::Intern);
         }
+        let Plan { base, span_bytes, memory, out_stream, available, .. } = plan;
+        let mut memory = MemoryWalk::new(*base, *span_bytes, memory)?;
         let mut at = 0usize;
-        for (stream, length) in &plan.out_stream {
-            let (stream, length) = (*stream as usize, *length as usize);
-            plan.stream[stream..stream + length].copy_from_slice(&data[at..at + length]);
-            at += length;
+        for (stream, length) in out_stream.iter() {
+            let keep = (*length).min(available.saturating_sub(*stream));
+            let mut from = at;
+            memory.for_each(*stream, keep, |address, len| {
+                // SAFETY: inside the caller's buffer, writable for reads (begin's contract).
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr().add(from), address as *mut u8, len) };
+                from += len;
+            })?;
+            at += *length as usize;
         }
         Ok(())
     })
 }
 
-/// Finishes the plan: reads unpack into user memory (when `ok`), the
-/// individual pointer advances; returns the bytes moved.
+/// Finishes the plan: the individual pointer advances; returns the bytes moved.
 ///
 /// # Safety
-/// The buffer given to [`begin`] is still the caller's.
+/// Nothing is touched any more (kept `unsafe` for the C ABI's contract).
 pub unsafe fn end(plan_id: u64, ok: bool) -> MpiResult<u64> {
     let plan = take(plan_id)?;
     if !ok {
         return Ok(0);
-    }
-    if !plan.write {
-        let buffer = plan.user as *mut u8;
-        let mut at = 0usize;
-        for (offset, length) in &plan.memory {
-            let length = *length as usize;
-            // SAFETY: per this function's contract; regions of the memory type.
-            let target = unsafe { std::slice::from_raw_parts_mut(buffer.wrapping_offset(*offset as isize), length) };
-            target.copy_from_slice(&plan.stream[at..at + length]);
-            at += length;
-        }
     }
     let moved = if plan.write { plan.total } else { plan.available };
     if plan.individual {
@@ -751,24 +844,24 @@ mod tests {
 
     #[test]
     fn rounds_clip_pieces_to_windows_in_destination_order() {
-        let pieces = vec![
-            Piece { file: 0, length: 10, stream: 0 },
-            Piece { file: 20, length: 30, stream: 10 },
-            Piece { file: 60, length: 4, stream: 40 },
-        ];
-        let stream: Vec<u8> = (0..44).collect();
+        // File regions [0, 10), [20, 50), [60, 64): stream 0..10, 10..40, 40..44.
+        let byte = Dataloop::bytes(1).unwrap();
+        let file_type = std::sync::Arc::new(Dataloop::hindexed(&[10, 30, 4], &[0, 20, 60], &byte).unwrap());
+        let view = View { displacement: 0, etype_bytes: 1, file_type };
+        let user: Vec<u8> = (0..44).collect();
         let plan = Plan {
             file_id: 0,
             write: true,
             individual: false,
             etype_bytes: 1,
-            pieces,
-            stream,
-            user: 0,
-            memory: Vec::new(),
+            view,
+            view_offset: 0,
+            base: user.as_ptr() as usize,
+            span_bytes: user.len(),
+            memory: None,
             total: 44,
             available: 44,
-            cursors: Vec::new(),
+            next: Vec::new(),
             out_pairs: Vec::new(),
             out_data: Vec::new(),
             out_stream: Vec::new(),
@@ -784,10 +877,26 @@ mod tests {
         expected.extend(15..40);
         expected.extend(40..44);
         assert_eq!(data, expected);
-        // Next round: later windows; the cursor skipped finished pieces.
+        // Next round: later windows; each destination resumes where it stopped.
         round(id, &[25, 30, 0, 0, 64, 70], &mut counts).unwrap();
         assert_eq!(counts, [1, 5, 0, 0, 0, 0]);
+        let data = with_plan(id, |p| Ok(p.out_data.clone())).unwrap();
+        assert_eq!(data, (15..20).collect::<Vec<u8>>());
         // SAFETY: a write plan touches no user memory at end.
         assert_eq!(unsafe { end(id, true) }.unwrap(), 44);
+        drop(user);
+    }
+
+    #[test]
+    fn locate_finds_the_first_byte_at_or_after_an_offset() {
+        let byte = Dataloop::bytes(1).unwrap();
+        let file_type = std::sync::Arc::new(Dataloop::hindexed(&[10, 30, 4], &[0, 20, 60], &byte).unwrap());
+        let view = View { displacement: 0, etype_bytes: 1, file_type };
+        assert_eq!(locate(&view, 0, 44, 0).unwrap(), 0);
+        assert_eq!(locate(&view, 0, 44, 5).unwrap(), 5);
+        assert_eq!(locate(&view, 0, 44, 12).unwrap(), 10);
+        assert_eq!(locate(&view, 0, 44, 25).unwrap(), 15);
+        assert_eq!(locate(&view, 0, 44, 55).unwrap(), 40);
+        assert_eq!(locate(&view, 0, 44, 64).unwrap(), 44);
     }
 }

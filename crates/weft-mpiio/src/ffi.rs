@@ -177,8 +177,14 @@ pub extern "C" fn weft_mpiio_set_view(id: u64, displacement: i64, etype_id: u64,
     guarded(|| {
         let etype = types::get(etype_id)?;
         let file_type = types::get(file_type_id)?;
-        file::set_view(id, displacement, etype.size(), file_type)
+        file::set_view(id, displacement, &etype, file_type)
     })
+}
+
+/// Sets the bounce and collective window of a file (`cb_buffer_size` hint).
+#[no_mangle]
+pub extern "C" fn weft_mpiio_set_window(id: u64, bytes: i64) -> c_int {
+    guarded(|| file::set_window(id, u64::try_from(bytes).map_err(|_| MpiClass::Arg)?))
 }
 
 /// Reads (`write == 0`) or writes `count` instances of type `memory_type_id`

@@ -9,7 +9,17 @@
 //! Reads past end of file: the status counts only the bytes before end of
 //! file; the rest of the user buffer is left untouched.
 //!
-//! The independent I/O method (`weft_io_method` hint) is kept per file.
+//! The independent I/O method (`weft_io_method` hint) is kept per file, and
+//! so is the window (`cb_buffer_size` hint, default
+//! [`weft_proto::limits::MPIIO_WINDOW_BYTES_DEFAULT`]): the most bytes a
+//! bounce buffer holds (reads into a noncontiguous memory type through a
+//! contiguous view, and reads crossing end of file through any view go
+//! window by window). Everything else moves straight between the user's
+//! memory and the wire (see `weft_client::noncontig`).
+//!
+//! Views: [`set_view`] refuses (`MPI_ERR_IO`, as ROMIO) file types and
+//! etypes whose typemap has negative, decreasing or overlapping
+//! displacements (MPI-3.1 §13.3 calls them erroneous).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -80,6 +90,8 @@ pub struct OpenFile {
     pub position_etypes: i64,
     /// How independent accesses go over the wire (`weft_io_method` hint).
     pub io_method: IoMethod,
+    /// Bounce and collective window in bytes (`cb_buffer_size` hint).
+    pub window_bytes: u64,
 }
 
 static FILES: Mutex<Option<(u64, HashMap<u64, OpenFile>)>> = Mutex::new(None);
@@ -157,8 +169,15 @@ pub fn attach(path: &str, blob: &[u8], bits: u32) -> MpiResult<u64> {
     };
     let position_etypes = i64::try_from(blob.size_bytes).map_err(|_| MpiClass::Io)?;
     let file = File { handle: blob.handle, layout: blob.layout };
-    let open =
-        OpenFile { file, path: path.to_string(), amode: bits, view, position_etypes, io_method: IoMethod::Datatype };
+    let open = OpenFile {
+        file,
+        path: path.to_string(),
+        amode: bits,
+        view,
+        position_etypes,
+        io_method: IoMethod::Datatype,
+        window_bytes: weft_proto::limits::MPIIO_WINDOW_BYTES_DEFAULT,
+    };
     with_files(|next_id, files| {
         let id = *next_id;
         *next_id += 1;
@@ -202,11 +221,43 @@ pub fn sync(id: u64) -> MpiResult<()> {
     Ok(client()?.fsync(&open.file)?)
 }
 
-/// Sets the view and resets the individual file pointer.
-pub fn set_view(id: u64, displacement: i64, etype_bytes: u64, file_type: Arc<Dataloop>) -> MpiResult<()> {
+/// Whether one instance of `dataloop` has a typemap with non-negative,
+/// non-decreasing, non-overlapping displacements, as MPI requires of
+/// etypes and file types (zero-size types with holes pass).
+pub fn monotone(dataloop: &Dataloop) -> bool {
+    if dataloop.size() == 0 {
+        return true;
+    }
+    if dataloop.true_lb() < 0 {
+        return false;
+    }
+    let Ok(mut cursor) = Cursor::new(dataloop, 1, 0) else { return false };
+    let mut end = 0u64;
+    let mut batch: Vec<Region> = Vec::new();
+    loop {
+        batch.clear();
+        if cursor.next_batch(BatchLimits::regions(SCAN_REGIONS_PER_BATCH), &mut batch) == 0 {
+            return true;
+        }
+        for region in &batch {
+            if region.offset < end {
+                return false;
+            }
+            end = region.offset + region.length;
+        }
+    }
+}
+
+/// Sets the view and resets the individual file pointer. Erroneous types
+/// (see [`monotone`]) are refused with [`MpiClass::Io`], as ROMIO does.
+pub fn set_view(id: u64, displacement: i64, etype: &Dataloop, file_type: Arc<Dataloop>) -> MpiResult<()> {
+    let etype_bytes = etype.size();
     if displacement < 0 || etype_bytes == 0 || !whole_multiple(file_type.size(), etype_bytes) || file_type.extent() <= 0
     {
         return Err(MpiClass::Arg);
+    }
+    if !monotone(etype) || !monotone(&file_type) {
+        return Err(MpiClass::Io);
     }
     update(id, |open| {
         open.view = View { displacement, etype_bytes, file_type };
@@ -228,6 +279,16 @@ pub fn set_io_method(id: u64, method: i32) -> MpiResult<()> {
     };
     update(id, |open| {
         open.io_method = method;
+        Ok(())
+    })
+}
+
+/// Sets the window of a file (`cb_buffer_size` hint), clamped to
+/// `[MPIIO_WINDOW_BYTES_MIN, MPIIO_WINDOW_BYTES_MAX]`.
+pub fn set_window(id: u64, bytes: u64) -> MpiResult<()> {
+    use weft_proto::limits::{MPIIO_WINDOW_BYTES_MAX, MPIIO_WINDOW_BYTES_MIN};
+    update(id, |open| {
+        open.window_bytes = bytes.clamp(MPIIO_WINDOW_BYTES_MIN, MPIIO_WINDOW_BYTES_MAX);
         Ok(())
     })
 }
@@ -324,13 +385,16 @@ pub(crate) fn bytes_before_eof(view: &View, view_offset: u64, total: u64, size_b
 
 /// Memory of one access: where it starts relative to the user pointer, and
 /// how the stream lies in it.
-struct MemoryPlan {
-    start_offset: i64,
-    span_bytes: usize,
-    shaped: Option<(Dataloop, u64)>,
+pub(crate) struct MemoryPlan {
+    /// Offset of the span's first byte from the user pointer.
+    pub(crate) start_offset: i64,
+    /// Bytes of the span.
+    pub(crate) span_bytes: usize,
+    /// The memory type placed at the span's start, or `None` for contiguous memory.
+    pub(crate) shaped: Option<(Dataloop, u64)>,
 }
 
-fn memory_plan(memory_type: &Dataloop, count: u64) -> MpiResult<MemoryPlan> {
+pub(crate) fn memory_plan(memory_type: &Dataloop, count: u64) -> MpiResult<MemoryPlan> {
     let total = count.checked_mul(memory_type.size()).ok_or(MpiClass::Count)?;
     let contiguous = memory_type.root().is_contiguous()
         && memory_type.true_lb() == 0
@@ -380,6 +444,8 @@ pub(crate) struct Prepared {
     pub(crate) total: u64,
     /// Bytes per etype of the view.
     pub(crate) etype_bytes: u64,
+    /// Bounce window in bytes.
+    window_bytes: u64,
 }
 
 /// Checks and plans an access of `count` instances of `memory_type` at
@@ -416,6 +482,7 @@ pub(crate) unsafe fn prepare(
         if total == 0 { buffer as usize } else { (buffer as usize).wrapping_add_signed(plan.start_offset as isize) };
     Ok(Prepared {
         etype_bytes: open.view.etype_bytes,
+        window_bytes: open.window_bytes.max(1),
         file: open.file,
         view: open.view,
         write,
@@ -559,11 +626,21 @@ pub(crate) async unsafe fn run(client: &Client, prepared: &Prepared) -> MpiResul
                 Ok(client.read_at_within_eof(&p.file, offset, data).await? as u64)
             }
             Some(_) => {
-                let mut bounce = vec![0u8; usize::try_from(p.total).map_err(|_| MpiClass::Count)?];
-                let got = client.read_at_within_eof(&p.file, offset, &mut bounce).await?;
-                // SAFETY: as below.
-                unsafe { scatter(p, &bounce[..got])? };
-                Ok(got as u64)
+                // Window by window through a bounce buffer of at most the window.
+                let window = p.window_bytes.min(p.total);
+                let mut bounce = vec![0u8; usize::try_from(window).map_err(|_| MpiClass::Count)?];
+                let mut done = 0u64;
+                while done < p.total {
+                    let n = (p.total - done).min(window) as usize;
+                    let got = client.read_at_within_eof(&p.file, offset + done, &mut bounce[..n]).await?;
+                    // SAFETY: as below.
+                    unsafe { scatter(p, done, &bounce[..got])? };
+                    done += got as u64;
+                    if got < n {
+                        break;
+                    }
+                }
+                Ok(done)
             }
         };
     }
@@ -577,26 +654,43 @@ pub(crate) async unsafe fn run(client: &Client, prepared: &Prepared) -> MpiResul
         let data = unsafe { std::slice::from_raw_parts_mut(p.base as *mut u8, p.span_bytes) };
         client.read_noncontig(&p.file, p.method, data, memory, access).await?;
     } else if available > 0 {
-        let mut bounce = vec![0u8; usize::try_from(available).map_err(|_| MpiClass::Count)?];
-        client.read_noncontig(&p.file, p.method, &mut bounce, MemoryLayout::Contiguous, access).await?;
-        // SAFETY: as above.
-        unsafe { scatter(p, &bounce)? };
+        // The bytes before end of file, window by window through a bounce
+        // buffer of at most the window, then scattered into the memory type.
+        let window = p.window_bytes.min(available);
+        let mut bounce = vec![0u8; usize::try_from(window).map_err(|_| MpiClass::Count)?];
+        let mut done = 0u64;
+        while done < available {
+            let n = (available - done).min(window) as usize;
+            let access = FileAccess::Datatype {
+                file_type: &view.file_type,
+                displacement: view.displacement,
+                view_offset: p.view_offset + done,
+            };
+            client.read_noncontig(&p.file, p.method, &mut bounce[..n], MemoryLayout::Contiguous, access).await?;
+            // SAFETY: as above.
+            unsafe { scatter(p, done, &bounce[..n])? };
+            done += n as u64;
+        }
     }
     Ok(available)
 }
 
-/// Copies `data` (the first bytes of the stream) into the user's memory.
+/// Copies `data` (stream bytes from `stream_from`) into the user's memory.
 ///
 /// # Safety
 /// As [`run`].
-unsafe fn scatter(p: &Prepared, data: &[u8]) -> MpiResult<()> {
+unsafe fn scatter(p: &Prepared, stream_from: u64, data: &[u8]) -> MpiResult<()> {
+    let end = stream_from.checked_add(data.len() as u64).filter(|e| *e <= p.total).ok_or(MpiClass::Intern)?;
     let Some((shaped, count)) = &p.shaped else {
-        // SAFETY: `data.len() <= total <= span_bytes` bytes at `base`.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p.base as *mut u8, data.len()) };
+        // SAFETY: `end <= total <= span_bytes` bytes at `base`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), (p.base as *mut u8).add(stream_from as usize), data.len())
+        };
         return Ok(());
     };
     let mut cursor = Cursor::new(shaped, *count, 0).map_err(|_| MpiClass::Type)?;
-    cursor.set_end(data.len() as u64).map_err(|_| MpiClass::Type)?;
+    cursor.set_end(end).map_err(|_| MpiClass::Type)?;
+    cursor.seek(stream_from).map_err(|_| MpiClass::Type)?;
     let mut done = 0usize;
     let mut batch: Vec<Region> = Vec::new();
     loop {

@@ -180,3 +180,104 @@ fn openmpi_preloading_into_a_non_mpi_process_is_inert() {
 fn mpich_preloading_into_a_non_mpi_process_is_inert() {
     preloading_into_a_non_mpi_process_is_inert(Flavour::Mpich);
 }
+
+/// Erroneous views (file types and etypes with negative, decreasing or
+/// overlapping displacements) get `MPI_ERR_IO` from `MPI_File_set_view`,
+/// legal unusual ones work (`tests/c/bad_views.c`). Under MPICH the same
+/// program first passes on a local file through MPICH's own ROMIO, the
+/// oracle (OpenMPI's own MPI-IO answers `MPI_ERR_TYPE` instead).
+fn erroneous_views_are_refused(flavour: Flavour) {
+    require(flavour);
+    let _one_at_a_time = exclusive();
+    let cluster = Cluster::start(ClusterOptions::default());
+    let bad_views = program(flavour, "bad_views");
+    if let Flavour::Mpich = flavour {
+        let local = tempfile::tempdir().expect("local dir");
+        let path = local.path().join("bad_views");
+        let run = run_job(flavour, &bad_views, &[path.to_str().expect("utf-8")], None, true);
+        assert!(run.stdout.contains("bad_views OK"), "ROMIO run:\n{}{}", run.stdout, run.stderr);
+    }
+    let run = run_job(flavour, &bad_views, &["weft:/bad_views"], Some(&cluster.config_path), false);
+    assert!(run.stdout.contains("bad_views OK"), "{}{}", run.stdout, run.stderr);
+}
+
+#[test]
+fn openmpi_erroneous_views_are_refused() {
+    erroneous_views_are_refused(Flavour::OpenMpi);
+}
+
+#[test]
+fn mpich_erroneous_views_are_refused() {
+    erroneous_views_are_refused(Flavour::Mpich);
+}
+
+/// `MPI_MODE_SEQUENTIAL` (issue 23 item 1): shared and ordered access,
+/// views at `MPI_DISPLACEMENT_CURRENT`, and the errors for what a
+/// sequential file does not allow (`tests/c/sequential.c`). The program
+/// passes on a local file through ROMIO first (the oracle), then on Weft;
+/// the two files must be equal byte for byte.
+fn sequential_mode(flavour: Flavour) {
+    require(flavour);
+    let _one_at_a_time = exclusive();
+    let cluster = Cluster::start(ClusterOptions::default());
+    let sequential = program(flavour, "sequential");
+    let local = tempfile::tempdir().expect("local dir");
+    let path = local.path().join("sequential");
+    let run = run_job(flavour, &sequential, &[path.to_str().expect("utf-8")], None, true);
+    assert!(run.stdout.contains("sequential OK"), "ROMIO run:\n{}{}", run.stdout, run.stderr);
+    let run = run_job(flavour, &sequential, &["weft:/sequential"], Some(&cluster.config_path), false);
+    assert!(run.stdout.contains("sequential OK"), "{}{}", run.stdout, run.stderr);
+    let local_bytes = std::fs::read(&path).expect("local file");
+    assert_eq!(weft_file_bytes(&cluster, "/sequential"), local_bytes, "the Weft file differs from ROMIO's");
+}
+
+#[test]
+fn openmpi_sequential_mode() {
+    sequential_mode(Flavour::OpenMpi);
+}
+
+#[test]
+fn mpich_sequential_mode() {
+    sequential_mode(Flavour::Mpich);
+}
+
+/// Data representations (issue 23 item 2): a file written through
+/// `external32` views (ints through an interleaved view, records of a
+/// struct of every common predefined type from a struct memory type), an
+/// `internal` view, and a representation registered with
+/// `MPI_Register_datarep` (`tests/c/external32.c`) under `writer` is read
+/// back under the same MPI and under the other one; the program checks the
+/// values, the big-endian bytes on the servers, and
+/// `MPI_File_get_type_extent`.
+fn external32_across_mpis(writer: Flavour, reader: Flavour) {
+    require(writer);
+    require(reader);
+    let _one_at_a_time = exclusive();
+    let cluster = Cluster::start(ClusterOptions::default());
+    let path = format!("weft:/external32_{}", writer.name());
+    let written = run_job(writer, &program(writer, "external32"), &[&path, "write"], Some(&cluster.config_path), false);
+    assert!(written.stdout.contains("external32 OK"), "write:\n{}{}", written.stdout, written.stderr);
+    assert!(written.stdout.contains("EXTENT int=4 double=8"), "extents:\n{}", written.stdout);
+    for flavour in [writer, reader] {
+        let writers = writer.ranks().to_string();
+        let args = [path.as_str(), "read", writers.as_str()];
+        let read = run_job(flavour, &program(flavour, "external32"), &args, Some(&cluster.config_path), false);
+        assert!(
+            read.stdout.contains("external32 OK"),
+            "read under {}:\n{}{}",
+            flavour.name(),
+            read.stdout,
+            read.stderr
+        );
+    }
+}
+
+#[test]
+fn openmpi_external32_read_under_mpich() {
+    external32_across_mpis(Flavour::OpenMpi, Flavour::Mpich);
+}
+
+#[test]
+fn mpich_external32_read_under_openmpi() {
+    external32_across_mpis(Flavour::Mpich, Flavour::OpenMpi);
+}

@@ -29,7 +29,9 @@ HANDWRITTEN = {"MPI_File_open", "MPI_File_delete", "MPI_File_c2f", "MPI_File_f2c
 # finalize (c/lifecycle.c).
 REQUEST_HOOKS = ["MPI_Wait", "MPI_Test", "MPI_Waitall", "MPI_Testall", "MPI_Waitany", "MPI_Testany",
                  "MPI_Waitsome", "MPI_Testsome", "MPI_Request_get_status", "MPI_Request_free", "MPI_Init",
-                 "MPI_Init_thread"]
+                 "MPI_Init_thread",
+                 # c/datarep.c: user data representations for Weft files.
+                 "MPI_Register_datarep"]
 # POSIX calls the C layer interposes on `weft:` names (c/posix.c; all other
 # names go to libc): the probes of PnetCDF and similar libraries.
 POSIX_HOOKS = ["open", "open64", "__open_2", "__open64_2", "access", "truncate", "truncate64", "close", "fsync",

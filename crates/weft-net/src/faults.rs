@@ -1,5 +1,9 @@
-//! Test-only fault injection in the transport, compiled in and off unless
-//! enabled (by API, or by `WEFT_FAULTS` in the environment).
+//! Test-only fault injection in the transport: compiled in, off unless a
+//! program asks for it explicitly, through the API (`Faults::set`, the
+//! client's `ClientOptions::faults` and `set_faults`) or the `weft --faults
+//! SPEC` option. The environment (`WEFT_FAULTS`) is not obeyed, so no
+//! production client (the mount, the C API, MPI-IO) can be made to fail by
+//! it; a malformed specification is an error, never ignored.
 //!
 //! Faults it can inject:
 //! - `delay_ms=N`: sleep N ms before every request is sent and after every
@@ -9,7 +13,7 @@
 //! - `drop_after=N`: after N requests, the connection that carries the next
 //!   one is closed under it (the request fails with `Unreachable`).
 //!
-//! `WEFT_FAULTS` holds a comma-separated list, e.g. `delay_ms=10,fail_nth=3`.
+//! A specification is a comma-separated list, e.g. `delay_ms=10,fail_nth=3`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -42,12 +46,19 @@ impl FaultConfig {
         Ok(config)
     }
 
-    /// Reads `WEFT_FAULTS`; unset means no faults.
-    pub fn from_env() -> Result<FaultConfig, String> {
-        match std::env::var("WEFT_FAULTS") {
-            Ok(text) => FaultConfig::parse(&text),
-            Err(_) => Ok(FaultConfig::default()),
+    /// The specification [`FaultConfig::parse`] reads back as this one.
+    pub fn to_spec(&self) -> String {
+        let mut items = Vec::new();
+        if !self.delay.is_zero() {
+            items.push(format!("delay_ms={}", self.delay.as_millis()));
         }
+        if let Some(n) = self.fail_nth {
+            items.push(format!("fail_nth={n}"));
+        }
+        if let Some(n) = self.drop_after {
+            items.push(format!("drop_after={n}"));
+        }
+        items.join(",")
     }
 
     /// Whether any fault is enabled.
@@ -118,5 +129,9 @@ mod tests {
         assert_eq!(faults.judge(), Verdict::Pass);
         assert!(FaultConfig::parse("bogus=1").is_err());
         assert!(FaultConfig::parse("delay_ms=x").is_err());
+        assert!(FaultConfig::parse("delay_ms").is_err());
+        let spec = "delay_ms=7,fail_nth=2,drop_after=9";
+        assert_eq!(FaultConfig::parse(spec).unwrap().to_spec(), spec);
+        assert_eq!(FaultConfig::default().to_spec(), "");
     }
 }

@@ -7,8 +7,10 @@
 //! - [`pool`]: connections to every server, reconnecting; counts every request.
 //! - [`faults`]: test-only fault injection (delay, fail N-th, drop connection).
 //! - [`counters`]: requests and bytes per server and per operation kind.
+//! - [`auth`]: the proof each connection presents after its hello, and its checks.
 #![warn(missing_docs)]
 
+pub mod auth;
 pub mod counters;
 pub mod faults;
 pub mod pool;

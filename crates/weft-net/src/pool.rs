@@ -11,6 +11,7 @@ use weft_config::Config;
 use weft_proto::message::{ReplyResult, Request};
 use weft_proto::{ErrorCode, WeftResult};
 
+use crate::auth::Authenticator;
 use crate::counters::Counters;
 use crate::faults::{Faults, Verdict};
 use crate::transport::{Bulk, Connection};
@@ -48,11 +49,20 @@ pub struct Pool {
     pub faults: Faults,
     /// Sent first on each new connection.
     greeting: Request,
+    /// The proof sent second.
+    auth: Authenticator,
 }
 
 impl Pool {
-    /// A pool for every server of `config`; connects lazily.
+    /// A pool for every server of `config`; connects lazily. Its
+    /// connections authenticate as [`Authenticator::client`] says (so a
+    /// process that may not authenticate fails here, e.g. `Access`).
     pub fn new(config: &Config, timeouts: Timeouts) -> WeftResult<Pool> {
+        let auth = Authenticator::client(config)?;
+        Pool::with_auth(config, timeouts, auth)
+    }
+
+    fn with_auth(config: &Config, timeouts: Timeouts, auth: Authenticator) -> WeftResult<Pool> {
         let mut servers: Vec<_> = config.servers.iter().collect();
         servers.sort_by_key(|s| s.id);
         let slots = servers
@@ -63,13 +73,14 @@ impl Pool {
             })
             .collect::<WeftResult<Vec<_>>>()?;
         let greeting = Request::Hello { protocol_version: weft_proto::limits::PROTOCOL_VERSION };
-        Ok(Pool { slots, timeouts, counters: Counters::default(), faults: Faults::default(), greeting })
+        Ok(Pool { slots, timeouts, counters: Counters::default(), faults: Faults::default(), greeting, auth })
     }
 
     /// A pool used by server `server_id` to reach the other servers: its
-    /// connections greet with `PeerHello`, so they are admitted as a peer's.
-    pub fn new_peer(config: &Config, timeouts: Timeouts, server_id: u32) -> WeftResult<Pool> {
-        let mut pool = Pool::new(config, timeouts)?;
+    /// connections greet with `PeerHello` and prove knowledge of the key
+    /// (`auth`, from [`Authenticator::peer`]), so they are admitted as a peer's.
+    pub fn new_peer(config: &Config, timeouts: Timeouts, server_id: u32, auth: Authenticator) -> WeftResult<Pool> {
+        let mut pool = Pool::with_auth(config, timeouts, auth)?;
         pool.greeting = Request::PeerHello { protocol_version: weft_proto::limits::PROTOCOL_VERSION, server_id };
         Ok(pool)
     }
@@ -87,7 +98,8 @@ impl Pool {
                 return Ok(connection.clone());
             }
         }
-        let connection = Connection::open_with(slot.address, self.timeouts.connect, self.greeting.clone()).await?;
+        let connection =
+            Connection::open_with(slot.address, self.timeouts.connect, self.greeting.clone(), &self.auth).await?;
         *current = Some(connection.clone());
         Ok(connection)
     }
@@ -104,10 +116,7 @@ impl Pool {
 
     /// Sends `request` to `server_id` and waits for the reply.
     pub async fn call(&self, server_id: u32, request: Request, bulk: Bulk<'_>) -> ReplyResult {
-        let bytes = match &bulk {
-            Bulk::Upload(data) => data.len() as u64,
-            _ => 0,
-        };
+        let bytes = bulk.upload_len() as u64;
         self.counters.record(server_id, request.kind_name(), bytes);
         let delay = self.faults.delay();
         let verdict = self.faults.judge();

@@ -2,7 +2,9 @@
 //!
 //! A writer task owns the socket's write half and a reader task the read
 //! half. Each request registers a channel under its request id; the reader
-//! routes every reply, data and credit frame to it. Many requests are in
+//! routes every reply, data and credit frame to it. The channel holds at
+//! most `DOWNLOAD_WINDOW_FRAMES` frames: a reader that finds it full waits,
+//! leaving the rest in the socket (flow control for downloads). Many requests are in
 //! flight at once (bounded by `REQUESTS_INFLIGHT_MAX`); a large transfer is
 //! split into chunks and never holds up small requests for long.
 //!
@@ -27,11 +29,15 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Semaphore};
 use weft_proto::frame::{read_frame, Frame, FrameKind};
-use weft_proto::limits::{CHUNK_BYTES_MAX, PROTOCOL_VERSION, REQUESTS_INFLIGHT_MAX, WRITE_WINDOW_CHUNKS};
+use weft_proto::limits::{
+    CHUNK_BYTES_MAX, DOWNLOAD_WINDOW_FRAMES, PROTOCOL_VERSION, REQUESTS_INFLIGHT_MAX, WRITE_WINDOW_CHUNKS,
+};
+
+use crate::auth::Authenticator;
 use weft_proto::message::{self, Reply, ReplyResult, Request};
 use weft_proto::{ErrorCode, WeftResult};
 
-type Pending = Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<Frame>>>>;
+type Pending = Arc<Mutex<HashMap<u64, mpsc::Sender<Frame>>>>;
 
 /// The sending side: the socket's write half and what is queued for the writer task.
 struct Outbound {
@@ -93,19 +99,57 @@ pub enum Bulk<'a> {
     None,
     /// Upload these bytes (a write).
     Upload(&'a [u8]),
+    /// Upload `length` bytes produced one chunk at a time, in stream order:
+    /// `fill(stream_offset, chunk)` fills each chunk as it is sent, so the
+    /// caller never holds more than the chunks in flight (a write gathered
+    /// straight from the user's memory layout).
+    UploadWith {
+        /// Bytes of the whole upload.
+        length: u64,
+        /// Fills the chunk at `stream_offset`.
+        fill: &'a mut (dyn FnMut(u64, &mut [u8]) -> WeftResult<()> + Send),
+    },
     /// Deliver downloaded chunks to this sink: `(stream_offset, bytes)`.
     Download(&'a mut (dyn FnMut(u64, &[u8]) -> WeftResult<()> + Send)),
 }
 
-impl Connection {
-    /// Connects, says hello, and starts the reader and writer tasks.
-    pub async fn open(address: SocketAddr, timeout: Duration) -> WeftResult<Arc<Connection>> {
-        Connection::open_with(address, timeout, Request::Hello { protocol_version: PROTOCOL_VERSION }).await
+impl Bulk<'_> {
+    /// Bytes this bulk uploads.
+    pub fn upload_len(&self) -> usize {
+        match self {
+            Bulk::Upload(data) => data.len(),
+            Bulk::UploadWith { length, .. } => *length as usize,
+            _ => 0,
+        }
     }
 
-    /// As [`Connection::open`], greeting with `greeting` (`Hello` or, from
-    /// a server, `PeerHello`).
-    pub async fn open_with(address: SocketAddr, timeout: Duration, greeting: Request) -> WeftResult<Arc<Connection>> {
+    /// Upload bytes `[from, to)` as a frame payload.
+    fn chunk(&mut self, from: usize, to: usize) -> WeftResult<Vec<u8>> {
+        match self {
+            Bulk::Upload(data) => Ok(data[from..to].to_vec()),
+            Bulk::UploadWith { fill, .. } => {
+                let mut chunk = vec![0u8; to - from];
+                if !chunk.is_empty() {
+                    fill(from as u64, &mut chunk)?;
+                }
+                Ok(chunk)
+            }
+            _ => Ok(Vec::new()),
+        }
+    }
+}
+
+impl Connection {
+    /// Connects, greets with `greeting` (`Hello` or, from a server,
+    /// `PeerHello`), authenticates with `auth` (the proof covers the nonce
+    /// of the server's hello reply), and starts the reader and writer tasks.
+    /// A refused proof is `Access` (or the server's code).
+    pub async fn open_with(
+        address: SocketAddr,
+        timeout: Duration,
+        greeting: Request,
+        auth: &Authenticator,
+    ) -> WeftResult<Arc<Connection>> {
         let stream = tokio::time::timeout(timeout, TcpStream::connect(address))
             .await
             .map_err(|_| ErrorCode::TimedOut)?
@@ -127,8 +171,17 @@ impl Connection {
             closed,
             timeout,
         });
-        match connection.call(greeting, Bulk::None).await? {
-            Reply::Hello { .. } => Ok(connection),
+        let Reply::Hello { protocol_version, server_id, nonce } = connection.call(greeting, Bulk::None).await? else {
+            return Err(ErrorCode::Protocol);
+        };
+        if protocol_version != PROTOCOL_VERSION {
+            // A server of another protocol version (it should have refused us first).
+            connection.close();
+            return Err(ErrorCode::VersionMismatch);
+        }
+        let proof = auth.proof(server_id, &nonce).await?;
+        match connection.call(Request::Authenticate { proof }, Bulk::None).await? {
+            Reply::Done => Ok(connection),
             _ => Err(ErrorCode::Protocol),
         }
     }
@@ -152,22 +205,28 @@ impl Connection {
         }
         let _slot = self.slots.acquire().await.map_err(|_| ErrorCode::Unreachable)?;
         let request_id = self.next_request_id.fetch_add(1, Ordering::Relaxed);
-        let (events_tx, mut events) = mpsc::unbounded_channel();
+        let (events_tx, mut events) = mpsc::channel(DOWNLOAD_WINDOW_FRAMES as usize);
         self.pending.lock().expect("pending lock").insert(request_id, events_tx);
         let _unregister = Unregister { pending: &self.pending, request_id };
-        let upload = match &bulk {
-            Bulk::Upload(data) => *data,
-            _ => &[],
-        };
-        let first = upload.len().min(CHUNK_BYTES_MAX as usize);
-        let frame = Frame::request(request_id, message::encode(&request), upload[..first].to_vec());
+        let upload_len = bulk.upload_len();
+        let first = upload_len.min(CHUNK_BYTES_MAX as usize);
+        let frame = Frame::request(request_id, message::encode(&request), bulk.chunk(0, first)?);
         self.send(frame).await?;
         let mut sent = first;
         let mut credits = WRITE_WINDOW_CHUNKS as u64 - 1;
         loop {
-            while credits > 0 && sent < upload.len() {
-                let end = (sent + CHUNK_BYTES_MAX as usize).min(upload.len());
-                self.send(Frame::data(request_id, sent as u64, upload[sent..end].to_vec())).await?;
+            while credits > 0 && sent < upload_len {
+                let end = (sent + CHUNK_BYTES_MAX as usize).min(upload_len);
+                let chunk = match bulk.chunk(sent, end) {
+                    Ok(chunk) => chunk,
+                    Err(e) => {
+                        // The server holds a half-sent request: drop the
+                        // connection rather than leave it waiting.
+                        self.close();
+                        return Err(e);
+                    }
+                };
+                self.send(Frame::data(request_id, sent as u64, chunk)).await?;
                 sent = end;
                 credits -= 1;
             }
@@ -263,14 +322,18 @@ async fn read_loop(mut reader: BufReader<tokio::net::tcp::OwnedReadHalf>, pendin
             Ok(Some(frame)) => frame,
             Ok(None) | Err(_) => break,
         };
-        let mut pending = pending.lock().expect("pending lock");
         let request_id = frame.header.request_id;
         let is_reply = frame.header.kind == FrameKind::Reply;
-        if let Some(events) = pending.get(&request_id) {
-            let _ = events.send(frame);
+        let events = pending.lock().expect("pending lock").get(&request_id).cloned();
+        if let Some(events) = events {
+            // Bounded: a request whose consumer lags holds up the socket
+            // (and TCP the server) once DOWNLOAD_WINDOW_FRAMES wait, so a
+            // large read never piles up in memory. A request that went
+            // away has dropped its receiver: the send fails at once.
+            let _ = events.send(frame).await;
         }
         if is_reply {
-            pending.remove(&request_id);
+            pending.lock().expect("pending lock").remove(&request_id);
         }
     }
     closed.store(true, Ordering::Release);

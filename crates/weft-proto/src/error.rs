@@ -61,8 +61,9 @@ pub enum ErrorCode {
     /// The peer sent a malformed or unexpected frame.
     #[error("protocol error")]
     Protocol,
-    /// The peer speaks another protocol version.
-    #[error("protocol version mismatch")]
+    /// The peer speaks another protocol version, or stored data has a
+    /// format version this build does not read.
+    #[error("version mismatch (protocol or storage format)")]
     VersionMismatch,
     /// The operation is not supported.
     #[error("operation not supported")]

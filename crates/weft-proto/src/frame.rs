@@ -181,6 +181,16 @@ impl Frame {
 
 /// Reads one frame. `Ok(None)` means the peer closed cleanly between frames.
 pub async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R) -> Result<Option<Frame>, FrameError> {
+    read_frame_at_most(reader, u64::MAX).await
+}
+
+/// As [`read_frame`], refusing (before reading further) a frame whose
+/// header, body and payload together exceed `max_bytes` (a connection not
+/// yet authenticated: `limits::AUTH_FRAME_BYTES_MAX`).
+pub async fn read_frame_at_most<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    max_bytes: u64,
+) -> Result<Option<Frame>, FrameError> {
     let mut fixed = [0u8; FRAME_HEADER_BYTES];
     match reader.read_exact(&mut fixed[..1]).await {
         Ok(_) => {}
@@ -189,6 +199,9 @@ pub async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R) -> Result<Option<F
     }
     reader.read_exact(&mut fixed[1..]).await?;
     let header = FrameHeader::decode(&fixed)?;
+    if FRAME_HEADER_BYTES as u64 + header.header_len as u64 + header.payload_len as u64 > max_bytes {
+        return Err(FrameError::TooLarge { header_len: header.header_len, payload_len: header.payload_len });
+    }
     let mut body = vec![0u8; header.header_len as usize];
     reader.read_exact(&mut body).await?;
     let mut payload = vec![0u8; header.payload_len as usize];

@@ -7,7 +7,7 @@
 //! `weft-dataloop`'s builder and decoder), sessions and locks, timeouts.
 
 /// Protocol version spoken by this build; the hello exchange rejects others.
-pub const PROTOCOL_VERSION: u16 = 1;
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// Magic number opening every frame ("WEFT" little-endian).
 pub const FRAME_MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
@@ -38,6 +38,12 @@ pub const FRAME_PAYLOAD_BYTES_MAX: u32 = CHUNK_BYTES_MAX;
 /// Chunks a writer may send for one request before it must wait for credit.
 /// Bounds the memory one write request can pin on the receiver.
 pub const WRITE_WINDOW_CHUNKS: u32 = 4;
+
+/// Frames of one request's reply a client connection holds before its
+/// reader stops reading the socket (TCP then holds up the server): the
+/// download window. A slow consumer of a large read thus costs at most
+/// this many chunks, not the whole reply.
+pub const DOWNLOAD_WINDOW_FRAMES: u32 = 4;
 
 /// Requests one connection may have in flight. The client enforces it; the
 /// server rejects excess requests with `Busy` instead of blocking its reader.
@@ -220,12 +226,42 @@ pub const CONNECT_TIMEOUT_MS_DEFAULT: u32 = 5_000;
 /// client gives up on the connection (`TimedOut`).
 pub const REQUEST_TIMEOUT_MS_DEFAULT: u32 = 30_000;
 
+/// Default window of the MPI-IO library (`libweft_mpiio`), the
+/// `cb_buffer_size` hint: bytes per aggregator per two-phase round, and the
+/// most a bounce buffer holds. ROMIO's default. Data otherwise moves
+/// straight between the user's memory and the wire, so a request's memory
+/// beyond the user's buffer is bounded by this plus the transport's
+/// chunks in flight. `c/collective.c` repeats it as `WEFT_CB_BUFFER_DEFAULT`.
+pub const MPIIO_WINDOW_BYTES_DEFAULT: u64 = 16 << 20;
+/// Smallest window the hint may set.
+pub const MPIIO_WINDOW_BYTES_MIN: u64 = 1;
+/// Largest window the hint may set (`c/collective.c`: `WEFT_CB_BUFFER_MAX`).
+pub const MPIIO_WINDOW_BYTES_MAX: u64 = 1 << 30;
+
+// ---------- admission and authentication ----------
+
+/// Largest frame (header, body and payload) a server reads from a
+/// connection before it is authenticated: the `Hello` and the
+/// `Authenticate` (a MUNGE credential is a few hundred bytes), so an
+/// unauthenticated peer costs the server at most this much memory.
+pub const AUTH_FRAME_BYTES_MAX: u32 = 4096;
+/// Time from accepting a connection to its authentication (`Hello` and
+/// `Authenticate` both received), after which the server closes it.
+pub const AUTH_TIMEOUT_MS: u32 = 5_000;
+/// Bytes of the server's nonce in the `Hello` reply.
+pub const AUTH_NONCE_BYTES: usize = 32;
+/// Fewest bytes a file-system key file may hold.
+pub const AUTH_KEY_BYTES_MIN: usize = 32;
+
 // ---------- relations ----------
 
 const _: () = assert!(LIST_REGIONS_MAX as u64 * 20 + 1024 <= HEADER_BYTES_MAX as u64);
 const _: () = assert!(FRAME_PAYLOAD_BYTES_MAX >= CHUNK_BYTES_MAX);
 const _: () = assert!(HEADER_BYTES_MAX as usize >= READDIR_ENTRIES_MAX as usize * (NAME_BYTES_MAX + 64));
 const _: () = assert!(WRITE_WINDOW_CHUNKS >= 1);
+const _: () = assert!(DOWNLOAD_WINDOW_FRAMES >= 1);
+const _: () = assert!(AUTH_FRAME_BYTES_MAX as usize >= FRAME_HEADER_BYTES + 1024);
+const _: () = assert!(AUTH_TIMEOUT_MS <= CONNECT_TIMEOUT_MS_DEFAULT);
 const _: () = assert!(CONNECTION_MEMORY_BYTES_MAX <= 1 << 30);
 const _: () = assert!(DATALOOP_ENCODED_BYTES_MAX + DATATYPE_ACCESS_OTHER_BYTES_MAX <= HEADER_BYTES_MAX as u64);
 const _: () = assert!(DATALOOP_DEPTH_MAX >= 2 && DATALOOP_DEPTH_MAX <= DATALOOP_NODES_MAX);

@@ -654,6 +654,14 @@ pub enum Request {
         /// The write.
         request: Box<Request>,
     },
+    // ---- Authentication (appended; see `weft-server::auth`). ----
+    /// Second request on every connection, answering the nonce of the
+    /// `Hello` reply: proves who the sender is. Replies `Done`; on failure
+    /// the server answers `Access` and closes.
+    Authenticate {
+        /// The proof.
+        proof: Proof,
+    },
 }
 
 /// What a data server locks for one lock request: pieces of one datafile
@@ -698,6 +706,35 @@ pub struct Fence {
     pub epoch: u64,
     /// Lock request numbers at that server.
     pub requests: Vec<u64>,
+}
+
+/// How a connection proves who opened it ([`Request::Authenticate`]).
+/// Every proof is bound to the server's nonce of this connection, so a
+/// recorded proof is worth nothing on another connection.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Proof {
+    /// Nothing (accepted only by a server configured `auth.mode = "none"`).
+    None,
+    /// A holder of the file-system key acting as `cred`: `mac` is
+    /// HMAC-SHA-256 under the key over the nonce, the server and `cred`.
+    Key {
+        /// The identity claimed.
+        cred: Credentials,
+        /// The MAC.
+        mac: Vec<u8>,
+    },
+    /// Another server (the connection greeted with `PeerHello`): `mac` is
+    /// HMAC-SHA-256 under the key over the nonce and both server ids.
+    Peer {
+        /// The MAC.
+        mac: Vec<u8>,
+    },
+    /// A MUNGE credential whose payload names the nonce and the server;
+    /// the server decodes it with its munged (uid and primary gid).
+    Munge {
+        /// The credential as `munge` prints it.
+        credential: String,
+    },
 }
 
 /// What a consistency check needs of one object.
@@ -934,6 +971,7 @@ impl Request {
             Request::DlmRelease { .. } => "dlm_release",
             Request::DlmRenew { .. } => "dlm_renew",
             Request::Fenced { .. } => "fenced",
+            Request::Authenticate { .. } => "authenticate",
         }
     }
 }
@@ -947,6 +985,8 @@ pub enum Reply {
         protocol_version: u16,
         /// Server id.
         server_id: u32,
+        /// Fresh random bytes the `Authenticate` proof must cover.
+        nonce: Vec<u8>,
     },
     /// Nothing to report.
     Done,

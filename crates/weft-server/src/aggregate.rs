@@ -595,7 +595,7 @@ impl Cluster {
     /// Every server's status, gathered along the tree (one part per server;
     /// a server that does not answer is left out).
     pub async fn status_table(self: &Arc<Self>) -> WeftResult<Vec<ServerStatus>> {
-        if let Some(table) = self.composed_status() {
+        if let Some(table) = self.composed_status_now() {
             return Ok(table);
         }
         let by_server: BTreeMap<u32, Vec<Handle>> =

@@ -12,12 +12,24 @@
 //! freed (and capacity accounting sees them free) as soon as the requests
 //! still using it finish. A datafile that was never written has no file: it
 //! reads as empty and has size 0.
+//!
+//! `data/FORMAT` names the layout's version (`weft-bytestreams 1`); a
+//! directory of another version is refused at open ([`check_format`]), and
+//! one without the file (made before versions were recorded) is version 1.
+//!
+//! Names are made durable as the crash model asks (docs/FORMAT.md): `data/`
+//! and each shard directory are fsynced into their parent when created, and
+//! a shard in which a datafile was created since its last fsync is marked
+//! dirty; `sync` of any datafile in a dirty shard fsyncs the shard
+//! directory before it returns, so a synced datafile's name survives power
+//! loss too (one bit per shard, so nothing grows with the number of files).
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use weft_proto::{ErrorCode, Handle, WeftResult};
@@ -34,10 +46,57 @@ pub const DESCRIPTORS_MAX: usize = 1024;
 pub struct Bytestreams {
     root: PathBuf,
     descriptors: Descriptors,
+    /// Shards (by low byte of the object id) with a file created since their last fsync.
+    dirty_shards: [AtomicBool; 256],
 }
+
+/// The bytestream layout (paths, one file per datafile, holes as zeros)
+/// this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+/// The file in `data/` that names the layout's version.
+const FORMAT_FILE: &str = "FORMAT";
+/// Its contents before the version number.
+const FORMAT_PREFIX: &str = "weft-bytestreams ";
 
 fn io_error(err: std::io::Error) -> ErrorCode {
     ErrorCode::from_io(&err)
+}
+
+/// Reads the text of `data/FORMAT`: `Ok(())` for this build's version, an
+/// explanation otherwise.
+pub fn check_format(text: &str) -> Result<(), String> {
+    let version = text
+        .strip_prefix(FORMAT_PREFIX)
+        .and_then(|rest| rest.trim_end().parse::<u32>().ok())
+        .ok_or_else(|| format!("unreadable bytestream format file (expected `{FORMAT_PREFIX}N`): {text:?}"))?;
+    if version != FORMAT_VERSION {
+        return Err(format!(
+            "bytestream layout version {version} is not known to this build (it reads version {FORMAT_VERSION}); \
+             see docs/FORMAT.md, Upgrades"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks `data/FORMAT`, writing it (durably: file, then directory) where
+/// it is missing.
+fn open_format(root: &Path) -> WeftResult<()> {
+    let path = root.join(FORMAT_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => check_format(&text).map_err(|message| {
+            tracing::error!("storage format: {}: {message}", path.display());
+            ErrorCode::VersionMismatch
+        }),
+        Err(err) if err.kind() == ErrorKind::NotFound => {
+            let temporary = root.join(format!("{FORMAT_FILE}.tmp"));
+            let file = File::create(&temporary).map_err(io_error)?;
+            file.write_all_at(format!("{FORMAT_PREFIX}{FORMAT_VERSION}\n").as_bytes(), 0).map_err(io_error)?;
+            file.sync_all().map_err(io_error)?;
+            std::fs::rename(&temporary, &path).map_err(io_error)?;
+            File::open(root).and_then(|dir| dir.sync_all()).map_err(io_error)
+        }
+        Err(err) => Err(io_error(err)),
+    }
 }
 
 impl Bytestreams {
@@ -49,8 +108,27 @@ impl Bytestreams {
     /// As [`Bytestreams::open`] with at most `descriptors_max` cached descriptors.
     pub fn with_descriptors(storage: &Path, descriptors_max: usize) -> WeftResult<Bytestreams> {
         let root = storage.join("data");
-        std::fs::create_dir_all(&root).map_err(io_error)?;
-        Ok(Bytestreams { root, descriptors: Descriptors::new(descriptors_max) })
+        crate::durable::create_dir_all_durable(&root).map_err(io_error)?;
+        open_format(&root)?;
+        let dirty_shards = std::array::from_fn(|_| AtomicBool::new(false));
+        Ok(Bytestreams { root, descriptors: Descriptors::new(descriptors_max), dirty_shards })
+    }
+
+    fn shard(handle: Handle) -> usize {
+        (handle.object_id() & 0xff) as usize
+    }
+
+    /// Fsyncs `handle`'s shard directory if a file was created in it since its last fsync.
+    fn sync_shard(&self, handle: Handle) -> WeftResult<()> {
+        let shard = Self::shard(handle);
+        if self.dirty_shards[shard].swap(false, Ordering::AcqRel) {
+            let dir = self.path(handle);
+            if let Err(err) = crate::durable::sync_dir(dir.parent().expect("sharded path has a parent")) {
+                self.dirty_shards[shard].store(true, Ordering::Release);
+                return Err(io_error(err));
+            }
+        }
+        Ok(())
     }
 
     /// Path of a datafile's local file.
@@ -70,11 +148,12 @@ impl Bytestreams {
             return Ok(Some(file));
         }
         let path = self.path(handle);
-        let options = || OpenOptions::new().read(true).write(true).create(create).clone();
-        let opened = match options().open(&path) {
+        // Opened without O_CREAT first, so a creation is known (its shard is then dirty).
+        let options = |create| OpenOptions::new().read(true).write(true).create(create).clone();
+        let opened = match options(false).open(&path) {
             Err(err) if matches!(err.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
                 drop(self.descriptors.evict_half());
-                options().open(&path)
+                options(false).open(&path)
             }
             opened => opened,
         };
@@ -82,8 +161,12 @@ impl Bytestreams {
             Ok(file) => file,
             Err(err) if err.kind() == ErrorKind::NotFound && !create => return Ok(None),
             Err(err) if err.kind() == ErrorKind::NotFound => {
-                std::fs::create_dir_all(path.parent().expect("sharded path has a parent")).map_err(io_error)?;
-                options().open(&path).map_err(io_error)?
+                let shard = path.parent().expect("sharded path has a parent");
+                crate::durable::create_dir_all_durable(shard).map_err(io_error)?;
+                let file = options(true).open(&path).map_err(io_error)?;
+                // The name is durable at the shard's next fsync (the datafile's first sync).
+                self.dirty_shards[Self::shard(handle)].store(true, Ordering::Release);
+                file
             }
             Err(err) => return Err(io_error(err)),
         };
@@ -159,13 +242,15 @@ impl DatafileStore for Bytestreams {
 
     fn sync(&self, handle: Handle) -> WeftResult<()> {
         if let Some(file) = self.descriptors.get(handle) {
-            return file.sync_data().map_err(io_error);
+            file.sync_data().map_err(io_error)?;
+            return self.sync_shard(handle);
         }
         match OpenOptions::new().write(true).open(self.path(handle)) {
-            Ok(file) => file.sync_data().map_err(io_error),
-            Err(err) if err.kind() == ErrorKind::NotFound => Ok(()),
-            Err(err) => Err(io_error(err)),
+            Ok(file) => file.sync_data().map_err(io_error)?,
+            Err(err) if err.kind() == ErrorKind::NotFound => return Ok(()),
+            Err(err) => return Err(io_error(err)),
         }
+        self.sync_shard(handle)
     }
 
     fn remove(&self, handle: Handle) -> WeftResult<()> {
@@ -304,6 +389,29 @@ mod tests {
     }
 
     #[test]
+    fn new_datafiles_and_their_directories_are_made_durable() {
+        use crate::durable::synced_count;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Bytestreams::open(dir.path()).unwrap();
+        assert_eq!(synced_count(dir.path()), 1, "data/ is made durable in the storage directory");
+        let (h, sibling) = (Handle(0x1_0203), Handle(0x2_0203));
+        let shard = store.path(h).parent().unwrap().to_path_buf();
+        store.write_at(h, 0, b"x").unwrap();
+        assert_eq!(synced_count(&store.root), 1, "the new shard is made durable in data/");
+        assert_eq!(synced_count(&shard), 0, "a create alone does not fsync the shard");
+        store.sync(h).unwrap();
+        assert_eq!(synced_count(&shard), 1, "the first sync makes the new name durable");
+        store.sync(h).unwrap();
+        assert_eq!(synced_count(&shard), 1, "later syncs need no directory fsync");
+        // A second file in the same shard, synced through the path (no cached descriptor).
+        store.write_at(sibling, 0, b"y").unwrap();
+        store.descriptors.forget(sibling);
+        store.sync(sibling).unwrap();
+        assert_eq!(synced_count(&shard), 2);
+        assert_eq!(synced_count(&store.root), 1, "the shard existed already");
+    }
+
+    #[test]
     fn remove_and_truncate_see_through_the_cache() {
         let dir = tempfile::tempdir().unwrap();
         let store = Bytestreams::open(dir.path()).unwrap();
@@ -322,5 +430,23 @@ mod tests {
         store.write_at(h, 0, b"again").unwrap();
         assert_eq!(std::fs::read(store.path(h)).unwrap(), b"again");
         assert!(store.used_bytes().unwrap() > 0);
+    }
+
+    #[test]
+    fn a_bytestream_directory_of_another_layout_version_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(Bytestreams::open(dir.path()).unwrap());
+        let format = dir.path().join("data").join(FORMAT_FILE);
+        assert_eq!(std::fs::read_to_string(&format).unwrap(), "weft-bytestreams 1\n");
+        std::fs::write(&format, "weft-bytestreams 2\n").unwrap();
+        assert_eq!(Bytestreams::open(dir.path()).err(), Some(ErrorCode::VersionMismatch));
+        let message = check_format("weft-bytestreams 2\n").unwrap_err();
+        assert!(message.contains("layout version 2 is not known to this build (it reads version 1)"), "{message}");
+        std::fs::write(&format, "garbage").unwrap();
+        assert_eq!(Bytestreams::open(dir.path()).err(), Some(ErrorCode::VersionMismatch));
+        // A directory from before versions were recorded is version 1.
+        std::fs::remove_file(&format).unwrap();
+        drop(Bytestreams::open(dir.path()).unwrap());
+        assert_eq!(std::fs::read_to_string(&format).unwrap(), "weft-bytestreams 1\n");
     }
 }

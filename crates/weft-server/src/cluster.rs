@@ -114,6 +114,41 @@ impl Cluster {
         self.status_table.composed()
     }
 
+    /// The composed table as statfs answers it: the free space of this
+    /// server's own storage file system is measured now, not taken from
+    /// rows up to a period old. It replaces the free bytes of every row
+    /// naming the same device, except rows at 0 (a server whose metadata
+    /// reserve is short refuses writes until its own row says otherwise).
+    ///
+    /// Why: a row produced just before a fill still shows the space the
+    /// fill took, and one produced before a remove does not show what the
+    /// remove gave back; the client counts a shared device by its least
+    /// free row, so a stale row could report space that is gone (seen: a
+    /// fill and the removal after it within one status period). With the
+    /// answering server's device measured at the request, statfs is exact
+    /// for the disk it shares and at most about a period old for others.
+    pub fn composed_status_now(&self) -> Option<Vec<ServerStatus>> {
+        let mut table = self.status_table.composed()?;
+        if self.storage.datafiles.capacity().is_some() {
+            // Free space is limit − measured usage, measured once per period.
+            return Some(table);
+        }
+        let server_id = self.here.server_id;
+        let storage = &self.here.config.server(server_id)?.storage;
+        let Ok((total, free)) = crate::reserve::statvfs(storage) else { return Some(table) };
+        let own_free = if self.metadata.store.headroom().short() { 0 } else { free };
+        let Some(device) = table.iter().find(|s| s.server_id == server_id).map(|s| s.storage_device) else {
+            return Some(table);
+        };
+        for row in table.iter_mut().filter(|row| row.storage_device == device) {
+            row.bytes_total = total;
+            if row.server_id == server_id || row.bytes_free > 0 {
+                row.bytes_free = if row.server_id == server_id { own_free } else { free };
+            }
+        }
+        Some(table)
+    }
+
     /// Free bytes of `server` from the composed table.
     pub fn free_bytes_known(&self, server: u32) -> Option<u64> {
         self.status_table.free_bytes(server)

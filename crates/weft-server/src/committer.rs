@@ -111,13 +111,26 @@ impl Committer {
         durable: bool,
         batch_max: u32,
     ) -> WeftResult<Committer> {
-        let (mut wal, batches) = Wal::open(dir, wal_bytes)?;
+        let (wal, batches) = Wal::open(dir, wal_bytes)?;
+        Committer::start_on(store, wal, batches, durable, batch_max)
+    }
+
+    /// [`Committer::start`] with an opened log and its records.
+    pub fn start_on(
+        store: Arc<Store>,
+        mut wal: Wal,
+        batches: Vec<Vec<Mutation>>,
+        durable: bool,
+        batch_max: u32,
+    ) -> WeftResult<Committer> {
         replay(&store, &mut wal, batches)?;
+        let sequence = store.read()?.counter(LOG_SEQUENCE)?;
         let persistence = if durable { Persistence::Logged(wal) } else { Persistence::Lazy };
         let state = State {
             ids: IdAllocator::new(store.headroom().clone()),
             store,
             persistence,
+            sequence,
             last_durable: Instant::now(),
             dirty: false,
             broken: false,
@@ -160,6 +173,8 @@ struct State {
     store: Arc<Store>,
     ids: IdAllocator,
     persistence: Persistence,
+    /// Log sequence number of the last batch with changes ([`LOG_SEQUENCE`]).
+    sequence: u64,
     /// When redb was last made durable.
     last_durable: Instant,
     /// Whether redb holds commits that are not durable in redb itself.
@@ -168,8 +183,29 @@ struct State {
     broken: bool,
 }
 
-/// Replays the write-ahead log into redb, makes redb durable, empties the log.
+/// The counter holding the log sequence number of the last batch the store
+/// contains. Every batch with changes gets the next number, set in its own
+/// transaction and carried in its log record (as its last mutation), so a
+/// replay skips the records the store already has (docs/FORMAT.md).
+pub const LOG_SEQUENCE: &str = "log_sequence";
+
+/// The log sequence number a logged batch carries (`None` in records
+/// written before sequence numbers existed: they are always replayed).
+fn batch_sequence(batch: &[Mutation]) -> Option<u64> {
+    match batch.last() {
+        Some(Mutation::SetCounter(name, value)) if name == LOG_SEQUENCE => Some(*value),
+        _ => None,
+    }
+}
+
+/// Replays the write-ahead log into redb, makes redb durable, empties the
+/// log. Records whose sequence number the store already has are skipped:
+/// the store may be newer than them (a batch made durable in redb itself
+/// is not logged, and the log is emptied only after that commit).
 fn replay(store: &Store, wal: &mut Wal, batches: Vec<Vec<Mutation>>) -> WeftResult<()> {
+    let applied = store.read()?.counter(LOG_SEQUENCE)?;
+    let batches: Vec<Vec<Mutation>> =
+        batches.into_iter().filter(|batch| batch_sequence(batch).is_none_or(|sequence| sequence > applied)).collect();
     if !batches.is_empty() {
         let count: usize = batches.iter().map(Vec::len).sum();
         let mut txn = store.begin_write()?;
@@ -261,6 +297,7 @@ impl State {
             replay(&self.store, wal, batches)?;
         }
         self.ids = IdAllocator::new(self.store.headroom().clone());
+        self.sequence = self.store.read()?.counter(LOG_SEQUENCE)?;
         self.dirty = false;
         self.last_durable = Instant::now();
         self.broken = false;
@@ -297,6 +334,12 @@ impl State {
                 }
                 results.push((job.reply, result));
             }
+            if rollback_failed.is_none() && writer.changed() {
+                // The batch's log sequence number, in its own transaction and as the record's last mutation.
+                if let Err(code) = writer.set_counter(LOG_SEQUENCE, self.sequence + 1) {
+                    rollback_failed = Some(code);
+                }
+            }
             writer.take_mutations()
         };
         if let Some(code) = rollback_failed {
@@ -307,6 +350,9 @@ impl State {
         }
         match self.persist_and_commit(txn, &mutations, forced) {
             Ok(durable_in_redb) => {
+                if !mutations.is_empty() {
+                    self.sequence += 1;
+                }
                 let mut outcome = Ok(());
                 if durable_in_redb {
                     // The batch is durable in redb: its answers stand even if emptying the log fails.

@@ -8,6 +8,14 @@
 //! the writer task owns the socket's write half, so two peers can never
 //! deadlock both blocked in `write()`.
 //!
+//! Admission: before anything else a connection must authenticate
+//! ([`crate::auth`]): a `Hello` (or `PeerHello`), answered with a fresh
+//! nonce, then an `Authenticate` proof, each frame at most
+//! `AUTH_FRAME_BYTES_MAX` bytes and both within `AUTH_TIMEOUT_MS` of the
+//! accept; otherwise the connection is closed. The identity it proves is
+//! fixed for the connection; every later request is checked against it
+//! ([`crate::auth::admit`]) before its task is spawned.
+//!
 //! Flow control: a writer may have at most `WRITE_WINDOW_CHUNKS` chunks of
 //! one request unacknowledged (the request frame's own payload counts as
 //! one); the server grants one credit per chunk it has stored. A peer that
@@ -23,11 +31,12 @@ use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
-use weft_proto::frame::{read_frame, write_frame, Frame, FrameKind};
+use weft_proto::frame::{read_frame, read_frame_at_most, write_frame, Frame, FrameKind};
 use weft_proto::limits::{self, PROTOCOL_VERSION, REQUESTS_INFLIGHT_MAX, WRITE_WINDOW_CHUNKS};
 use weft_proto::message::{self, Reply, ReplyResult, Request};
 use weft_proto::ErrorCode;
 
+use crate::auth::{Auth, Greeting, Identity};
 use crate::link::Link;
 use crate::service::Service;
 
@@ -36,16 +45,35 @@ const OUTGOING_FRAMES_MAX: usize = 64;
 
 type Uploads = Arc<Mutex<HashMap<u64, mpsc::Sender<Frame>>>>;
 
-/// Serves one connection until the peer closes it or violates the protocol.
-pub async fn serve(stream: TcpStream, service: Arc<Service>) {
+type Reader = BufReader<tokio::net::tcp::OwnedReadHalf>;
+
+/// Serves one connection until the peer closes it or violates the
+/// protocol; it must authenticate with `auth` first.
+pub async fn serve(stream: TcpStream, service: Arc<Service>, auth: Arc<Auth>) {
     let _ = stream.set_nodelay(true);
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let (read_half, write_half) = stream.into_split();
     let (outgoing, outgoing_rx) = mpsc::channel(OUTGOING_FRAMES_MAX);
     let writer = tokio::spawn(write_loop(write_half, outgoing_rx));
     let mut reader = BufReader::with_capacity(256 * 1024, read_half);
-    let connection = Connection { service, outgoing, uploads: Arc::default(), inflight: Arc::new(AtomicU32::new(0)) };
-    if let Err(reason) = connection.read_loop(&mut reader).await {
+    let mut connection = Connection {
+        service,
+        outgoing,
+        uploads: Arc::default(),
+        inflight: Arc::new(AtomicU32::new(0)),
+        identity: Identity::Anyone,
+    };
+    let deadline = std::time::Duration::from_millis(limits::AUTH_TIMEOUT_MS as u64);
+    let admitted = match tokio::time::timeout(deadline, connection.authenticate(&mut reader, &auth)).await {
+        Ok(admitted) => admitted,
+        Err(_) => Err(format!("not authenticated within {} ms", limits::AUTH_TIMEOUT_MS)),
+    };
+    let result = match admitted {
+        Ok(Some(inflight_max)) => connection.read_loop(&mut reader, inflight_max).await,
+        Ok(None) => Ok(()),
+        Err(reason) => Err(reason),
+    };
+    if let Err(reason) = result {
         tracing::warn!("closing connection from {peer}: {reason}");
     }
     drop(connection);
@@ -57,6 +85,8 @@ struct Connection {
     outgoing: mpsc::Sender<Frame>,
     uploads: Uploads,
     inflight: Arc<AtomicU32>,
+    /// Who the connection proved to be (set once, by `authenticate`).
+    identity: Identity,
 }
 
 async fn write_loop(write_half: OwnedWriteHalf, mut frames: mpsc::Receiver<Frame>) {
@@ -86,9 +116,88 @@ impl Connection {
         let _ = self.outgoing.send(reply_frame(request_id, &reply)).await;
     }
 
-    async fn read_loop(&self, reader: &mut BufReader<tokio::net::tcp::OwnedReadHalf>) -> Result<(), String> {
-        let mut greeted = false;
-        let mut inflight_max = REQUESTS_INFLIGHT_MAX;
+    /// One request frame of an unauthenticated connection (bounded);
+    /// `None` if the peer closed.
+    async fn greeting_frame(&self, reader: &mut Reader) -> Result<Option<Frame>, String> {
+        let frame = match read_frame_at_most(reader, limits::AUTH_FRAME_BYTES_MAX as u64).await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => return Ok(None),
+            Err(err) => return Err(format!("before authentication: {err}")),
+        };
+        if frame.header.protocol_version != PROTOCOL_VERSION {
+            self.send_reply(frame.header.request_id, Err(ErrorCode::VersionMismatch)).await;
+            return Err(format!(
+                "refused: a frame of protocol version {}; this server speaks version {PROTOCOL_VERSION}",
+                frame.header.protocol_version
+            ));
+        }
+        if frame.header.kind != FrameKind::Request || !frame.payload.is_empty() {
+            self.send_reply(frame.header.request_id, Err(ErrorCode::Protocol)).await;
+            return Err("before authentication: not a request frame".into());
+        }
+        Ok(Some(frame))
+    }
+
+    /// The greeting (`Hello` or `PeerHello`, answered with a nonce) and
+    /// the proof; binds the connection to the proven identity. Returns its
+    /// in-flight limit (peers are admitted apart from clients), `None` if
+    /// the peer closed first.
+    async fn authenticate(&mut self, reader: &mut Reader, auth: &Auth) -> Result<Option<u32>, String> {
+        let Some(frame) = self.greeting_frame(reader).await? else { return Ok(None) };
+        let request_id = frame.header.request_id;
+        let (greeting, inflight_max) = match message::decode::<Request>(&frame.body) {
+            Ok(Request::Hello { protocol_version }) if protocol_version == PROTOCOL_VERSION => {
+                (Greeting::Client, REQUESTS_INFLIGHT_MAX)
+            }
+            Ok(Request::PeerHello { protocol_version, server_id }) if protocol_version == PROTOCOL_VERSION => {
+                (Greeting::Peer(server_id), limits::PEER_REQUESTS_INFLIGHT_MAX)
+            }
+            Ok(Request::Hello { protocol_version }) => {
+                self.send_reply(request_id, Err(ErrorCode::VersionMismatch)).await;
+                return Err(format!(
+                    "refused: a client speaks protocol version {protocol_version}; this server speaks version \
+                     {PROTOCOL_VERSION}"
+                ));
+            }
+            Ok(Request::PeerHello { protocol_version, server_id }) => {
+                self.send_reply(request_id, Err(ErrorCode::VersionMismatch)).await;
+                return Err(format!(
+                    "refused: server {server_id} speaks protocol version {protocol_version}; this server speaks \
+                     version {PROTOCOL_VERSION}"
+                ));
+            }
+            _ => {
+                self.send_reply(request_id, Err(ErrorCode::Protocol)).await;
+                return Err("first request was not hello".into());
+            }
+        };
+        let nonce = weft_net::auth::new_nonce();
+        let reply = Reply::Hello {
+            protocol_version: PROTOCOL_VERSION,
+            server_id: self.service.server_id,
+            nonce: nonce.clone(),
+        };
+        self.send_reply(request_id, Ok(reply)).await;
+        let Some(frame) = self.greeting_frame(reader).await? else { return Ok(None) };
+        let request_id = frame.header.request_id;
+        let Ok(Request::Authenticate { proof }) = message::decode::<Request>(&frame.body) else {
+            self.send_reply(request_id, Err(ErrorCode::Access)).await;
+            return Err("second request was not authenticate".into());
+        };
+        match auth.verify(greeting, &nonce, proof).await {
+            Ok(identity) => {
+                self.identity = identity;
+                self.send_reply(request_id, Ok(Reply::Done)).await;
+                Ok(Some(inflight_max))
+            }
+            Err(code) => {
+                self.send_reply(request_id, Err(code)).await;
+                Err(format!("authentication failed ({greeting:?})"))
+            }
+        }
+    }
+
+    async fn read_loop(&self, reader: &mut Reader, inflight_max: u32) -> Result<(), String> {
         loop {
             let frame = match read_frame(reader).await {
                 Ok(Some(frame)) => frame,
@@ -98,41 +207,15 @@ impl Connection {
             let request_id = frame.header.request_id;
             if frame.header.protocol_version != PROTOCOL_VERSION {
                 self.send_reply(request_id, Err(ErrorCode::VersionMismatch)).await;
-                return Err(format!("protocol version {}", frame.header.protocol_version));
+                return Err(format!(
+                    "refused: a frame of protocol version {}; this server speaks version {PROTOCOL_VERSION}",
+                    frame.header.protocol_version
+                ));
             }
             match frame.header.kind {
-                FrameKind::Request if !greeted => {
-                    inflight_max = self.greet(frame).await?;
-                    greeted = true;
-                }
                 FrameKind::Request => self.dispatch(frame, inflight_max).await,
                 FrameKind::Data => self.accept_chunk(frame)?,
                 FrameKind::Credit | FrameKind::Reply => return Err("unexpected frame kind from client".into()),
-            }
-        }
-    }
-
-    /// Answers the greeting; returns the connection's in-flight limit
-    /// (peers, greeting with `PeerHello`, are admitted apart from clients).
-    async fn greet(&self, frame: Frame) -> Result<u32, String> {
-        let request_id = frame.header.request_id;
-        let reply = Reply::Hello { protocol_version: PROTOCOL_VERSION, server_id: self.service.server_id };
-        match message::decode::<Request>(&frame.body) {
-            Ok(Request::Hello { protocol_version }) if protocol_version == PROTOCOL_VERSION => {
-                self.send_reply(request_id, Ok(reply)).await;
-                Ok(REQUESTS_INFLIGHT_MAX)
-            }
-            Ok(Request::PeerHello { protocol_version, .. }) if protocol_version == PROTOCOL_VERSION => {
-                self.send_reply(request_id, Ok(reply)).await;
-                Ok(limits::PEER_REQUESTS_INFLIGHT_MAX)
-            }
-            Ok(Request::Hello { protocol_version }) | Ok(Request::PeerHello { protocol_version, .. }) => {
-                self.send_reply(request_id, Err(ErrorCode::VersionMismatch)).await;
-                Err(format!("hello with protocol version {protocol_version}"))
-            }
-            _ => {
-                self.send_reply(request_id, Err(ErrorCode::Protocol)).await;
-                Err("first request was not hello".into())
             }
         }
     }
@@ -152,6 +235,9 @@ impl Connection {
             Err(code) => return self.send_reply(request_id, Err(code)).await,
         };
         self.service.storage.counters.request(request.kind_name());
+        if let Err(code) = crate::auth::admit(&self.identity, &request) {
+            return self.send_reply(request_id, Err(code)).await;
+        }
         let is_write = request.carries_data();
         if !frame.payload.is_empty() && !is_write {
             return self.send_reply(request_id, Err(ErrorCode::Protocol)).await;

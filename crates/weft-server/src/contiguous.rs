@@ -54,6 +54,8 @@ pub async fn write(
     length: u64,
 ) -> ReplyResult {
     check_range(offset, length)?;
+    // Refused whole rather than partly stored when the disk lacks room for it (issue 21).
+    storage.datafiles.check_space_for(length)?;
     let _guard = storage.scheduler.shared(handle).await;
     let _change = metadata.begin_change(handle).await?;
     let mut received = 0u64;

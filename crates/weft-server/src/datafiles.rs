@@ -19,6 +19,11 @@
 //!   changes kind, so nothing else invalidates. The set is bounded
 //!   ([`KNOWN_DATAFILES_MAX`]); when full it is emptied (records are
 //!   re-read once).
+//! - **failed syncs**: after a datafile's sync fails, whether its unsynced
+//!   bytes reached the disk is unknown (the kernel may have dropped them and
+//!   cleared the error), so the datafile refuses further writes, truncates
+//!   and syncs with `Io` (EIO) until it is removed, as redb refuses writes
+//!   after a failed commit. The set holds only datafiles whose sync failed.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -89,12 +94,21 @@ pub struct Datafiles {
     known: Arc<Mutex<HashSet<Handle>>>,
     /// Refuses writes that would dip into the metadata reserve.
     headroom: Option<Arc<Headroom>>,
+    /// Datafiles whose sync failed: they refuse writes, truncates and syncs.
+    failed: Arc<Mutex<HashSet<Handle>>>,
 }
 
 impl Datafiles {
     /// Wraps `store`; `capacity` limits the bytes its datafiles may occupy.
     pub fn new(store: Arc<dyn DatafileStore>, capacity: Option<u64>) -> WeftResult<Datafiles> {
-        let datafiles = Datafiles { store, capacity, used: Arc::default(), known: Arc::default(), headroom: None };
+        let datafiles = Datafiles {
+            store,
+            capacity,
+            used: Arc::default(),
+            known: Arc::default(),
+            headroom: None,
+            failed: Arc::default(),
+        };
         if capacity.is_some() {
             datafiles.measure_used()?;
         }
@@ -125,8 +139,10 @@ impl Datafiles {
         self.check_space_for(1)
     }
 
-    /// [`Datafiles::check_space`] for a write of `bytes`.
-    fn check_space_for(&self, bytes: u64) -> WeftResult<()> {
+    /// [`Datafiles::check_space`] for a write of `bytes`. A write request
+    /// asks it for its whole length before storing anything, so a refused
+    /// request leaves its datafile as it was (then each chunk asks again).
+    pub fn check_space_for(&self, bytes: u64) -> WeftResult<()> {
         match (self.capacity, &self.headroom) {
             (Some(limit), _) if self.used.load(Ordering::Relaxed) >= limit => Err(ErrorCode::NoSpace),
             (_, Some(headroom)) => headroom.admit_write(bytes),
@@ -144,15 +160,25 @@ impl Datafiles {
         self.store.try_read_at(handle, offset, buf)
     }
 
+    /// `Io` if a sync of `handle` failed (see the module documentation).
+    fn check_not_failed(&self, handle: Handle) -> WeftResult<()> {
+        let failed = self.failed.lock().expect("failed datafiles lock");
+        if failed.is_empty() || !failed.contains(&handle) {
+            return Ok(());
+        }
+        Err(ErrorCode::Io)
+    }
+
     /// Writes all of `data` at `offset` unless the server is at its capacity.
     pub fn write_at(&self, handle: Handle, offset: u64, data: &[u8]) -> WeftResult<()> {
+        self.check_not_failed(handle)?;
         self.check_space_for(data.len() as u64)?;
         self.store.write_at(handle, offset, data)
     }
 
     /// See [`DatafileStore::try_write_at`] (refused with `NoSpace` at the capacity limit).
     pub fn try_write_at(&self, handle: Handle, offset: u64, data: &[u8]) -> Option<WeftResult<()>> {
-        if let Err(code) = self.check_space_for(data.len() as u64) {
+        if let Err(code) = self.check_not_failed(handle).and_then(|()| self.check_space_for(data.len() as u64)) {
             return Some(Err(code));
         }
         self.store.try_write_at(handle, offset, data)
@@ -170,19 +196,27 @@ impl Datafiles {
 
     /// Sets the local size (truncate or extend with a hole).
     pub fn set_len(&self, handle: Handle, size: u64) -> WeftResult<()> {
+        self.check_not_failed(handle)?;
         self.store.set_len(handle, size)
     }
 
-    /// Makes a datafile's bytes durable (no-op if never written).
+    /// Makes a datafile's bytes durable (no-op if never written). After a
+    /// failure the datafile refuses writes, truncates and syncs with `Io`.
     pub fn sync(&self, handle: Handle) -> WeftResult<()> {
-        self.store.sync(handle)
+        self.check_not_failed(handle)?;
+        self.store.sync(handle).inspect_err(|code| {
+            tracing::error!("sync of datafile {handle:?} failed ({code}); it refuses further writes");
+            self.failed.lock().expect("failed datafiles lock").insert(handle);
+        })
     }
 
     /// Forgets the datafile and deletes its bytes. Call after its record's
     /// deletion is committed, under its exclusive scheduler entry.
     pub fn remove(&self, handle: Handle) -> WeftResult<()> {
         self.known.lock().expect("known datafiles lock").remove(&handle);
-        self.store.remove(handle)
+        self.store.remove(handle)?;
+        self.failed.lock().expect("failed datafiles lock").remove(&handle);
+        Ok(())
     }
 
     /// Whether `handle`'s datafile record was found before (and not removed since).
@@ -197,5 +231,72 @@ impl Datafiles {
             known.clear();
         }
         known.insert(handle);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use super::*;
+    use crate::bytestream::Bytestreams;
+
+    /// Bytestreams whose next sync fails with EIO once armed.
+    struct FailingSync {
+        inner: Bytestreams,
+        fail_next: AtomicBool,
+    }
+
+    impl DatafileStore for FailingSync {
+        fn read_at(&self, handle: Handle, offset: u64, buf: &mut [u8]) -> WeftResult<usize> {
+            self.inner.read_at(handle, offset, buf)
+        }
+        fn write_at(&self, handle: Handle, offset: u64, data: &[u8]) -> WeftResult<()> {
+            self.inner.write_at(handle, offset, data)
+        }
+        fn stat(&self, handle: Handle) -> WeftResult<(u64, i64)> {
+            self.inner.stat(handle)
+        }
+        fn set_len(&self, handle: Handle, size: u64) -> WeftResult<()> {
+            self.inner.set_len(handle, size)
+        }
+        fn sync(&self, handle: Handle) -> WeftResult<()> {
+            if self.fail_next.swap(false, Ordering::SeqCst) {
+                return Err(ErrorCode::Io);
+            }
+            self.inner.sync(handle)
+        }
+        fn remove(&self, handle: Handle) -> WeftResult<()> {
+            self.inner.remove(handle)
+        }
+        fn used_bytes(&self) -> WeftResult<u64> {
+            self.inner.used_bytes()
+        }
+    }
+
+    #[test]
+    fn a_datafile_whose_sync_failed_refuses_writes_until_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(FailingSync { inner: Bytestreams::open(dir.path()).unwrap(), fail_next: false.into() });
+        let datafiles = Datafiles::new(store.clone(), None).unwrap();
+        let (bad, good) = (Handle(0x20), Handle(0x21));
+        datafiles.write_at(bad, 0, b"unsynced").unwrap();
+        datafiles.write_at(good, 0, b"fine").unwrap();
+        store.fail_next.store(true, Ordering::SeqCst);
+        assert_eq!(datafiles.sync(bad), Err(ErrorCode::Io));
+        // The kernel may have dropped the bytes and cleared its error: a retry must not report success.
+        assert_eq!(datafiles.sync(bad), Err(ErrorCode::Io));
+        assert_eq!(datafiles.write_at(bad, 0, b"more"), Err(ErrorCode::Io));
+        assert_eq!(datafiles.try_write_at(bad, 0, b"more"), Some(Err(ErrorCode::Io)));
+        assert_eq!(datafiles.set_len(bad, 0), Err(ErrorCode::Io));
+        let mut buf = [0u8; 8];
+        assert_eq!(datafiles.read_at(bad, 0, &mut buf).unwrap(), 8, "reads still work");
+        // Other datafiles are unaffected.
+        datafiles.write_at(good, 4, b"!").unwrap();
+        datafiles.sync(good).unwrap();
+        // Removing the datafile clears the state: a new datafile under the handle works.
+        datafiles.remove(bad).unwrap();
+        datafiles.write_at(bad, 0, b"new").unwrap();
+        datafiles.sync(bad).unwrap();
     }
 }

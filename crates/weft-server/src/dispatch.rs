@@ -24,7 +24,7 @@ use crate::service::Service;
 pub async fn dispatch(service: &Service, request: Request, link: &mut Link) -> ReplyResult {
     let Service { storage, metadata, sessions, cluster, .. } = service;
     match request {
-        Request::Hello { .. } | Request::PeerHello { .. } => Err(ErrorCode::Protocol),
+        Request::Hello { .. } | Request::PeerHello { .. } | Request::Authenticate { .. } => Err(ErrorCode::Protocol),
         Request::Read { handle, offset, length } => {
             crate::contiguous::read(storage, metadata, link, handle, offset, length).await
         }
@@ -150,7 +150,11 @@ pub async fn dispatch(service: &Service, request: Request, link: &mut Link) -> R
                 .await
         }
         Request::StatFs => Ok(Reply::Status(cluster.status().await?)),
-        Request::Fsync { handles } => storage.fsync(handles).await,
+        Request::Fsync { handles } => {
+            storage.fsync(handles).await?;
+            // With `metadata_sync = none`, the file's metadata too (everything committed so far).
+            metadata.flush_if_lazy().await
+        }
         Request::Counters => Ok(Reply::Counters(storage.counters.snapshot())),
     }
 }
@@ -259,6 +263,7 @@ mod tests {
             root: dir.path().to_path_buf(),
             metadata_sync: weft_config::MetadataSync::None,
         });
+        weft_config::create_key(config.auth.key_file.as_deref().unwrap()).unwrap();
         let armed = Arc::new(AtomicU8::new(ARMED_NONE));
         let flag = armed.clone();
         let service =

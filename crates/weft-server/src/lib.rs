@@ -7,6 +7,8 @@
 //! - [`nowait`]: page-cache-only reads (`RWF_NOWAIT`) that never block a runtime worker.
 //! - [`committer`]: the one writer of the store; group commit; object ids.
 //! - [`wal`]: the metadata write-ahead log that makes group commits durable.
+//! - [`durable`]: directory fsyncs (a new name is durable only once its directory is).
+//! - [`crashsim`] (tests only): simulated storage that crashes at any write or sync.
 //! - [`reserve`]: the metadata reserve (real blocks for the log and the store's growth).
 //! - [`namespace`]: namespace changes applied inside the committer's transaction.
 //! - [`perm`]: mode-bit checks.
@@ -17,6 +19,7 @@
 //!   - [`sessions`]: client sessions with leases: shared file pointers, byte-range locks;
 //!   - [`cluster`]: peers, status, pool and reclaim wakes; operations across servers.
 //! - [`here`]: this server's id and the configuration (the locality checks every part makes).
+//! - [`auth`]: who a connection is (verified once, at its greeting) and what that lets it ask.
 //! - [`connection`]: framing, flow control and request tasks for one socket.
 //! - [`link`]: what a request handler may do with its connection (data out, chunks in, credits).
 //! - [`dispatch`]: the one map from every request kind to its handler.
@@ -35,14 +38,18 @@
 #![warn(missing_docs)]
 
 pub mod aggregate;
+pub mod auth;
 pub mod bytestream;
 pub mod cluster;
 pub mod committer;
 pub mod connection;
 pub mod contiguous;
 pub mod counters;
+#[cfg(test)]
+mod crashsim;
 pub mod datafiles;
 pub mod dispatch;
+pub mod durable;
 pub mod growth;
 pub mod here;
 pub mod link;
@@ -93,6 +100,9 @@ pub enum ServerError {
         /// Cause.
         source: std::io::Error,
     },
+    /// Authentication is misconfigured (e.g. an unsafe or missing key file).
+    #[error("authentication: {0}")]
+    Auth(String),
     /// The runtime could not be built.
     #[error("runtime: {0}")]
     Runtime(std::io::Error),
@@ -115,6 +125,7 @@ pub async fn run(config: Config, server_id: u32) -> Result<(), ServerError> {
     let address = config.server(server_id).ok_or(ServerError::UnknownServer(server_id))?.address.clone();
     let listener =
         TcpListener::bind(&address).await.map_err(|source| ServerError::Bind { address: address.clone(), source })?;
+    let auth = Arc::new(auth::Auth::from_config(&config, server_id).map_err(ServerError::Auth)?);
     let service = Service::open(config, server_id).await.map_err(ServerError::Storage)?;
     tracing::info!("server {server_id} listening on {address}");
     service.start_background();
@@ -134,8 +145,9 @@ pub async fn run(config: Config, server_id: u32) -> Result<(), ServerError> {
                     continue;
                 };
                 let service = service.clone();
+                let auth = auth.clone();
                 tokio::spawn(async move {
-                    connection::serve(stream, service).await;
+                    connection::serve(stream, service, auth).await;
                     drop(slot);
                 });
             }

@@ -60,6 +60,16 @@ impl Metadata {
         Ok(Metadata { here, store, committer, storage, peers })
     }
 
+    /// With `metadata_sync = none`, waits until every change committed so
+    /// far is durable (an `Fsync` makes the file's metadata durable too);
+    /// with `commit` every acknowledged change already is.
+    pub async fn flush_if_lazy(&self) -> ReplyResult {
+        if self.here.config.durability.metadata_sync == MetadataSync::Commit {
+            return Ok(Reply::Done);
+        }
+        self.committer.flush().await
+    }
+
     /// Runs `f` in the committer's transaction and returns its value.
     pub async fn committer_call<T, F>(&self, f: F) -> WeftResult<T>
     where

@@ -37,7 +37,11 @@ impl Peers {
     /// A pool to every server of `config`, for server `server_id`.
     pub fn new(config: &Config, server_id: u32) -> WeftResult<Peers> {
         let timeouts = Timeouts { connect: PEER_CONNECT_TIMEOUT, request: PEER_CALL_DEADLINE };
-        let pool = Pool::new_peer(config, timeouts, server_id)?;
+        let auth = weft_net::auth::Authenticator::peer(config, server_id).map_err(|reason| {
+            tracing::error!("server {server_id}: {reason}");
+            ErrorCode::Access
+        })?;
+        let pool = Pool::new_peer(config, timeouts, server_id, auth)?;
         Ok(Peers { pool, unreachable_since: Mutex::new(HashMap::new()) })
     }
 

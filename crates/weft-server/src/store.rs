@@ -6,6 +6,8 @@
 //! - `dirents`: (directory handle, name) → (sequence, target handle, kind tag)
 //! - `dirseq`: (directory handle, sequence) → name, the readdir order
 //! - `counters`: name → u64 (object-id reservations per target)
+//! - `format`: `"store"` → the store's format version ([`FORMAT_VERSION`]);
+//!   a store of another version is refused at open ([`check_format`])
 //!
 //! The database lives on [`crate::reserve::StoreBackend`], which keeps the
 //! store's headroom of the metadata reserve allocated. After a failed
@@ -54,6 +56,24 @@ pub const RECLAIM: TableDefinition<u64, u32> = TableDefinition::new("reclaim");
 /// Metadata server: datafiles that may differ from their metafile's
 /// settled stats, handle → mark generation ([`crate::growth`]).
 pub const GROWING: TableDefinition<u64, u32> = TableDefinition::new("growing");
+/// Format versions: `"store"` → [`FORMAT_VERSION`].
+pub const FORMAT: TableDefinition<&str, u32> = TableDefinition::new("format");
+/// The store format (tables and record layouts) this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// What the `format` row says: `Ok(true)` when it must be written (a new
+/// store, or one from before versions were recorded, which is version 1),
+/// `Ok(false)` for this build's version, an explanation otherwise.
+pub fn check_format(found: Option<u32>) -> Result<bool, String> {
+    match found {
+        None => Ok(true),
+        Some(FORMAT_VERSION) => Ok(false),
+        Some(version) => Err(format!(
+            "store format version {version} is not known to this build (it reads version {FORMAT_VERSION}); \
+             see docs/FORMAT.md, Upgrades"
+        )),
+    }
+}
 
 /// The handle-keyed bookkeeping tables (handle → server id; `Growing`:
 /// handle → mark generation).
@@ -258,7 +278,8 @@ pub fn storage_error<E: Into<redb::Error>>(err: E) -> ErrorCode {
 pub struct Store {
     /// `None` only while [`Store::reopen`] runs.
     db: RwLock<Option<Database>>,
-    dir: PathBuf,
+    /// Opens the database (again, for [`Store::reopen`]).
+    opener: Box<dyn Fn() -> WeftResult<Database> + Send + Sync>,
     headroom: Arc<Headroom>,
 }
 
@@ -266,13 +287,34 @@ impl Store {
     /// Opens (or creates) the database and its tables, keeping
     /// `headroom_bytes` allocated behind it.
     pub fn open(dir: &Path, headroom_bytes: u64) -> WeftResult<Store> {
-        std::fs::create_dir_all(dir).map_err(|e| ErrorCode::from_io(&e))?;
+        crate::durable::create_dir_all_durable(dir).map_err(|e| ErrorCode::from_io(&e))?;
+        let existed = dir.join("meta.redb").exists();
         let file = Self::open_file(dir)?;
+        if !existed {
+            // The new name is durable only once its directory is.
+            crate::durable::sync_dir(dir).map_err(|e| ErrorCode::from_io(&e))?;
+        }
         let headroom =
             Arc::new(Headroom::new(file.try_clone().map_err(|e| ErrorCode::from_io(&e))?, dir, headroom_bytes));
         headroom.top_up();
-        let db = Self::open_database(file, &headroom)?;
-        Ok(Store { db: RwLock::new(Some(db)), dir: dir.to_path_buf(), headroom })
+        let db = Self::open_database(StoreBackend::new(file, headroom.clone())?, &dir.join("meta.redb"))?;
+        let (dir, for_reopen): (PathBuf, Arc<Headroom>) = (dir.to_path_buf(), headroom.clone());
+        let opener = Box::new(move || {
+            let backend = StoreBackend::new(Self::open_file(&dir)?, for_reopen.clone())?;
+            Self::open_database(backend, &dir.join("meta.redb"))
+        });
+        Ok(Store { db: RwLock::new(Some(db)), opener, headroom })
+    }
+
+    /// Opens the database on the backend `open` returns (now, and again at
+    /// every [`Store::reopen`]), with `headroom` as its reserve.
+    pub fn open_on<B: redb::StorageBackend>(
+        open: impl Fn() -> WeftResult<B> + Send + Sync + 'static,
+        headroom: Arc<Headroom>,
+    ) -> WeftResult<Store> {
+        let opener = Box::new(move || Self::open_database(open()?, Path::new("(store on a test backend)")));
+        let db = opener()?;
+        Ok(Store { db: RwLock::new(Some(db)), opener, headroom })
     }
 
     fn open_file(dir: &Path) -> WeftResult<std::fs::File> {
@@ -285,10 +327,21 @@ impl Store {
             .map_err(|e| ErrorCode::from_io(&e))
     }
 
-    fn open_database(file: std::fs::File, headroom: &Arc<Headroom>) -> WeftResult<Database> {
-        let backend = StoreBackend::new(file, headroom.clone())?;
+    fn open_database(backend: impl redb::StorageBackend, name: &Path) -> WeftResult<Database> {
         let db = Database::builder().create_with_backend(backend).map_err(storage_error)?;
         let txn = db.begin_write().map_err(storage_error)?;
+        {
+            let mut format = txn.open_table(FORMAT).map_err(storage_error)?;
+            let found = format.get("store").map_err(storage_error)?.map(|v| v.value());
+            match check_format(found) {
+                Ok(true) => drop(format.insert("store", FORMAT_VERSION).map_err(storage_error)?),
+                Ok(false) => {}
+                Err(message) => {
+                    tracing::error!("storage format: {}: {message}", name.display());
+                    return Err(ErrorCode::VersionMismatch);
+                }
+            }
+        }
         {
             txn.open_table(OBJECTS).map_err(storage_error)?;
             txn.open_table(DIRENTS).map_err(storage_error)?;
@@ -315,8 +368,7 @@ impl Store {
         let mut slot = self.db.write().expect("store lock");
         // The old database must be closed (its file locks released) first.
         drop(slot.take());
-        let file = Self::open_file(&self.dir)?;
-        *slot = Some(Self::open_database(file, &self.headroom)?);
+        *slot = Some((self.opener)()?);
         Ok(())
     }
 
@@ -541,6 +593,11 @@ impl<'t> Writer<'t> {
         self.undo.borrow_mut().push(step);
     }
 
+    /// Whether any change has been made (and not rolled back).
+    pub fn changed(&self) -> bool {
+        !self.log.borrow().is_empty()
+    }
+
     /// The changes made so far, in order.
     pub fn take_mutations(&self) -> Vec<Mutation> {
         std::mem::take(&mut *self.log.borrow_mut())
@@ -762,5 +819,45 @@ mod tests {
         txn.commit().unwrap();
         let r = store.read().unwrap();
         assert_eq!(r.dir_page(d, 0, 10).unwrap().0.len(), 1, "readdir order rows restored too");
+    }
+
+    fn set_format_row(dir: &Path, value: Option<u32>) {
+        let db = Database::open(dir.join("meta.redb")).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut table = txn.open_table(FORMAT).unwrap();
+            match value {
+                Some(value) => drop(table.insert("store", value).unwrap()),
+                None => drop(table.remove("store").unwrap()),
+            }
+        }
+        txn.commit().unwrap();
+    }
+
+    fn format_row(store: &Store) -> Option<u32> {
+        let db = store.db.read().unwrap();
+        let txn = db.as_ref().unwrap().begin_read().unwrap();
+        let table = txn.open_table(FORMAT).unwrap();
+        let value = table.get("store").unwrap().map(|v| v.value());
+        value
+    }
+
+    #[test]
+    fn a_store_of_another_format_version_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), 0).unwrap();
+        assert_eq!(format_row(&store), Some(FORMAT_VERSION), "a new store records its version");
+        drop(store);
+        set_format_row(dir.path(), Some(FORMAT_VERSION + 1));
+        assert_eq!(Store::open(dir.path(), 0).err(), Some(ErrorCode::VersionMismatch));
+        let message = check_format(Some(FORMAT_VERSION + 1)).unwrap_err();
+        assert!(
+            message.contains("store format version 2 is not known to this build (it reads version 1)"),
+            "{message}"
+        );
+        // A store from before versions were recorded is version 1 and gets its row.
+        set_format_row(dir.path(), None);
+        let store = Store::open(dir.path(), 0).unwrap();
+        assert_eq!(format_row(&store), Some(FORMAT_VERSION));
     }
 }

@@ -198,8 +198,14 @@ impl Cluster {
         });
         config.distribution.strip_bytes = options.strip_bytes;
         config.threads.io = 4;
+        // The key lives with the configuration (not under a storage root
+        // that may be a size-limited mount).
+        config.auth.key_file = Some(weft_config::default_key_file(dir.path()));
         if let Some(tune) = options.tune {
             tune(&mut config);
+        }
+        if let Some(key) = &config.auth.key_file {
+            weft_config::create_key(key).expect("create key file");
         }
         let config_path = dir.path().join("weft.toml");
         std::fs::write(&config_path, config.to_toml()).expect("write config");
@@ -326,6 +332,48 @@ impl Drop for Cluster {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+/// A size-limited tmpfs mounted for a test's lifetime, so a test can fill
+/// a disk (issue 21). Needs root. Declare it before the [`Cluster`] (and
+/// any mount) whose storage it holds, so they are dropped first; it is
+/// unmounted lazily on drop, also when the test fails.
+pub struct Tmpfs {
+    /// Where it is mounted.
+    pub path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size_bytes` on a new temporary directory.
+    pub fn mount(size_bytes: u64) -> Tmpfs {
+        let dir = tempfile::Builder::new().prefix("weft-full-disk-").tempdir().expect("mount point");
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size_bytes}")])
+            .arg("tmpfs")
+            .arg(dir.path())
+            .status()
+            .expect("run mount");
+        assert!(status.success(), "mount -t tmpfs failed (the test needs root)");
+        Tmpfs { path: dir.path().to_path_buf(), _dir: dir }
+    }
+
+    /// Total and available bytes (`statvfs`).
+    pub fn space(&self) -> (u64, u64) {
+        let c_path = std::ffi::CString::new(self.path.to_str().expect("utf-8 path")).expect("no NUL");
+        // SAFETY: an all-zero statvfs is a valid value of this plain C struct.
+        let mut out: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: c_path is NUL-terminated and out is a valid statvfs.
+        assert_eq!(unsafe { libc::statvfs(c_path.as_ptr(), &mut out) }, 0, "statvfs");
+        (out.f_blocks as u64 * out.f_frsize as u64, out.f_bavail as u64 * out.f_frsize as u64)
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        // Lazy, in case a process of a failed test still has a file open.
+        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
     }
 }
 

@@ -1,80 +1,16 @@
 //! Hostile and malformed input: the server answers with an error or drops
 //! that one connection, never panics, and keeps serving everyone else.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
+mod raw;
 
-use weft_proto::frame::{Frame, FrameHeader, FrameKind};
-use weft_proto::limits::{FRAME_HEADER_BYTES, PROTOCOL_VERSION, WRITE_WINDOW_CHUNKS};
-use weft_proto::message::{self, Reply, ReplyResult, Request};
+use std::io::Write;
+
+use raw::Raw;
+use weft_proto::frame::Frame;
+use weft_proto::limits::{PROTOCOL_VERSION, WRITE_WINDOW_CHUNKS};
+use weft_proto::message::{self, Reply, Request};
 use weft_proto::{ErrorCode, Handle};
 use weft_testkit::{Cluster, ClusterOptions};
-
-struct Raw {
-    stream: TcpStream,
-    next_id: u64,
-}
-
-impl Raw {
-    fn connect(cluster: &Cluster) -> Raw {
-        let stream = TcpStream::connect(cluster.address(0)).unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        Raw { stream, next_id: 1 }
-    }
-
-    fn send_frame(&mut self, frame: &Frame) {
-        let mut bytes = frame.header.encode().to_vec();
-        bytes.extend_from_slice(&frame.body);
-        bytes.extend_from_slice(&frame.payload);
-        self.stream.write_all(&bytes).unwrap();
-    }
-
-    fn request(&mut self, request: &Request) -> ReplyResult {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send_frame(&Frame::request(id, message::encode(request), vec![]));
-        self.reply_for(id)
-    }
-
-    fn reply_for(&mut self, id: u64) -> ReplyResult {
-        loop {
-            let (header, body) = self.read_frame().expect("connection open");
-            if header.kind == FrameKind::Reply && header.request_id == id {
-                return message::decode::<ReplyResult>(&body).unwrap();
-            }
-        }
-    }
-
-    fn read_frame(&mut self) -> Option<(FrameHeader, Vec<u8>)> {
-        let mut fixed = [0u8; FRAME_HEADER_BYTES];
-        self.stream.read_exact(&mut fixed).ok()?;
-        let header = FrameHeader::decode(&fixed).unwrap();
-        let mut body = vec![0u8; header.header_len as usize + header.payload_len as usize];
-        self.stream.read_exact(&mut body).ok()?;
-        body.truncate(header.header_len as usize);
-        Some((header, body))
-    }
-
-    fn hello(mut self) -> Raw {
-        assert!(matches!(
-            self.request(&Request::Hello { protocol_version: PROTOCOL_VERSION }),
-            Ok(Reply::Hello { .. })
-        ));
-        self
-    }
-
-    /// True if the server closed the connection (EOF or reset).
-    fn closed(&mut self) -> bool {
-        let mut byte = [0u8; 1];
-        loop {
-            match self.stream.read(&mut byte) {
-                Ok(0) | Err(_) => return true,
-                Ok(_) => continue, // drain an error reply first
-            }
-        }
-    }
-}
 
 fn still_serving(cluster: &Cluster) {
     let client = cluster.client();
@@ -132,6 +68,16 @@ fn protocol_version_is_checked() {
     raw.send_frame(&frame);
     assert_eq!(raw.reply_for(1), Err(ErrorCode::VersionMismatch));
     assert!(raw.closed());
+    // A server of another protocol version is refused as a peer.
+    let mut raw = Raw::connect(&cluster);
+    assert_eq!(
+        raw.request(&Request::PeerHello { protocol_version: PROTOCOL_VERSION + 1, server_id: 9 }),
+        Err(ErrorCode::VersionMismatch)
+    );
+    assert!(raw.closed());
+    let refusal =
+        format!("refused: server 9 speaks protocol version {}; this server speaks version", PROTOCOL_VERSION + 1);
+    assert!(cluster.logs().contains(&refusal), "{}", cluster.logs());
     // A request before hello.
     let mut raw = Raw::connect(&cluster);
     assert_eq!(raw.request(&Request::Ping), Err(ErrorCode::Protocol));

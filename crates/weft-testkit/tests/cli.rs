@@ -1,5 +1,6 @@
 //! The `weft` command end to end: genconfig errors, up, ping, cp in and
-//! out, ls, mkdir, layout, stat, statfs, rm, down; `bench rpc`'s report.
+//! out, ls, mkdir, layout, stat, statfs, rm, down; `bench rpc`'s report;
+//! `bench io` and `bench hpio` check what they read.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -94,7 +95,12 @@ fn commands_without_config_or_with_bad_config_explain() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("WEFT_CONFIG"));
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.toml");
-    ok(weft(&["genconfig", "--servers", "2", "--root", "/tmp/x", "-o", path.to_str().unwrap()], None));
+    let root = dir.path().join("root");
+    let args = ["genconfig", "--servers", "2", "--root", root.to_str().unwrap(), "-o", path.to_str().unwrap()];
+    ok(weft(&args, None));
+    // genconfig also made the key the configuration names, readable by its owner only.
+    let key = std::fs::metadata(root.join("weft.key")).expect("key file");
+    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&key.permissions()) & 0o777, 0o600);
     let text = std::fs::read_to_string(&path).unwrap().replacen("127.0.0.1:7102", "not-an-address", 1);
     std::fs::write(&path, text).unwrap();
     let out = weft(&["ping"], Some(&path));
@@ -142,6 +148,47 @@ fn bench_rpc_reports_every_phase() {
     assert!(records[0]["weft_servers_idle_cpu_ms_per_s"].as_f64().is_some(), "{}", records[0]);
     assert!(records[1]["ratio_to_echo_p50"].as_f64().is_some(), "{}", records[1]);
     assert!(!ok(weft(&["ls", "weft:/"], cfg)).contains("bench-rpc"), "the benchmark file is removed");
+}
+
+/// `weft bench io` and `weft bench hpio` check every byte they read: the
+/// reads of a good run are reported verified; a file whose bytes changed
+/// after the benchmark wrote it (overwritten with other data by `weft cp`)
+/// fails `bench io --phases read` with the offset of the first wrong byte.
+/// `bench md`'s remove phase ends with the removed files reclaimed.
+#[test]
+fn bench_reads_are_checked_and_a_corrupted_read_is_reported() {
+    let cluster = Cluster::start(ClusterOptions::default());
+    let cfg = Some(cluster.config_path.as_path());
+    let io = ["bench", "io", "--json", "--procs", "2", "--size-per-proc", "1M", "--pattern", "shared"];
+    let out = ok(weft(&[&io[..], &["--phases", "write", "--keep"]].concat(), cfg));
+    let last: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!((last["phase"].as_str(), last["verified"].as_bool()), (Some("write"), Some(false)), "{out}");
+    let out = ok(weft(&[&io[..], &["--phases", "read", "--keep"]].concat(), cfg));
+    let last: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!((last["phase"].as_str(), last["verified"].as_bool()), (Some("read"), Some(true)), "{out}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("other");
+    std::fs::write(&other, vec![0x5a; 2 << 20]).unwrap();
+    ok(weft(&["cp", other.to_str().unwrap(), "weft:/bench-io/shared"], cfg));
+    let out = weft(&[&io[..], &["--phases", "read"]].concat(), cfg);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a corrupted read must fail the benchmark");
+    assert!(stderr.contains("/bench-io/shared: byte at offset 0 is 0x5a, the benchmark wrote"), "{stderr}");
+
+    let hpio = ["bench", "hpio", "--json", "--procs", "2", "--region-count", "256", "--methods", "list,datatype"];
+    let out = ok(weft(&hpio, cfg));
+    let reads: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| r["op"] == "read")
+        .collect();
+    assert_eq!(reads.len(), 8, "4 cases x 2 methods: {out}");
+    assert!(reads.iter().all(|r| r["verified"] == true), "{out}");
+
+    ok(weft(&["bench", "md", "--json", "--procs", "2", "--files", "20", "--phases", "create,remove"], cfg));
+    let fsck: serde_json::Value = serde_json::from_str(ok(weft(&["fsck", "--json"], cfg)).trim()).unwrap();
+    assert_eq!((fsck["problems"].as_u64(), fsck["reclaim_queued"].as_u64()), (Some(0), Some(0)), "{fsck}");
 }
 
 fn weft_fuse_is_mounted(path: &Path) -> bool {

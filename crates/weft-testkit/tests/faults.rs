@@ -47,3 +47,39 @@ fn added_delay_applies_to_every_message() {
     assert!(start.elapsed() >= std::time::Duration::from_millis(100 * requests));
     assert_eq!(FaultConfig::parse("delay_ms=50").unwrap().delay, std::time::Duration::from_millis(50));
 }
+
+/// Runs `weft` against `cluster` with extra environment.
+fn weft(cluster: &Cluster, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut command = std::process::Command::new(weft_testkit::weft_bin());
+    command.args(args).env("WEFT_CONFIG", &cluster.config_path).env_remove("WEFT_FAULTS");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command.output().expect("run weft")
+}
+
+#[test]
+fn faults_are_injected_only_on_explicit_request() {
+    let cluster = Cluster::start(ClusterOptions { servers: 1, ..Default::default() });
+    cluster.client().mkdir("/d", 0o755).unwrap();
+    // The environment is not obeyed: a production client is not made to fail by it.
+    let output = weft(&cluster, &["stat", "weft:/d"], &[("WEFT_FAULTS", "fail_nth=1")]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("WEFT_FAULTS is ignored"), "a set WEFT_FAULTS is reported: {stderr}");
+    // The explicit option is.
+    let output = weft(&cluster, &["--faults", "fail_nth=1", "stat", "weft:/d"], &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "the first request fails");
+    assert!(stderr.contains("injecting faults: fail_nth=1"), "{stderr}");
+    assert!(stderr.contains(&ErrorCode::Unreachable.to_string()), "{stderr}");
+    // A malformed specification is an error, not ignored.
+    for bad in ["fail_nth=x", "bogus=1", "delay_ms"] {
+        let output = weft(&cluster, &["--faults", bad, "stat", "weft:/d"], &[]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "`{bad}` is refused: {stderr}");
+        assert!(stderr.contains("--faults"), "{stderr}");
+    }
+    // Clients made with default options inject nothing.
+    assert_eq!(weft_client::ClientOptions::default().faults, FaultConfig::default());
+}

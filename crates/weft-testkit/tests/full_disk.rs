@@ -16,43 +16,16 @@
 //! second one with kill -9 and restart), for the reliability figures in
 //! BENCHMARKS.md.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use weft_client::{BlockingClient, CreateOptions, ErrorCode, File};
-use weft_testkit::{Cluster, ClusterOptions};
+use weft_testkit::{Cluster, ClusterOptions, Tmpfs};
 
 const DISK_BYTES: u64 = 96 << 20;
 const FILE_BYTES: u64 = 8 << 20;
 const CHUNK_BYTES: u64 = 1 << 20;
-
-/// A tmpfs mounted for the test's lifetime.
-struct Tmpfs {
-    path: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    fn mount(size_bytes: u64) -> Tmpfs {
-        let dir = tempfile::Builder::new().prefix("weft-full-disk-").tempdir().expect("mount point");
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size_bytes}")])
-            .arg("tmpfs")
-            .arg(dir.path())
-            .status()
-            .expect("run mount");
-        assert!(status.success(), "mount -t tmpfs failed (the test needs root)");
-        Tmpfs { path: dir.path().to_path_buf(), _dir: dir }
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        // Servers are gone by now (the cluster is dropped first); lazy in case a file is still open.
-        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
-    }
-}
 
 fn content(seed: u64, offset: u64, length: usize) -> Vec<u8> {
     (0..length as u64).map(|k| ((offset + k) * 31 + seed * 17).wrapping_mul(2654435761) as u8).collect()
@@ -102,8 +75,15 @@ fn fill(c: &BlockingClient, first_seed: u64) -> (Vec<u64>, Option<String>) {
             (_, None) => complete.push(seed),
             (written, Some(code)) => {
                 assert_eq!(code, ErrorCode::NoSpace, "the writer of a full disk gets ENOSPC");
-                // What was acknowledged reads back.
+                // What was acknowledged reads back; the size covers it and
+                // at most the refused call (a file striped over two servers:
+                // one server may have stored its part of that call).
                 check_prefix(c, &path, seed, written);
+                let size = c.stat(&path).expect("stat the partial file").size;
+                assert!(
+                    size >= written && size <= written + CHUNK_BYTES,
+                    "{path}: size {size}, acknowledged {written}"
+                );
                 return (complete, Some(path));
             }
         }
@@ -125,8 +105,11 @@ fn check_files(c: &BlockingClient, seeds: &[u64]) {
 }
 
 /// Removes `seeds`' files from the full disk and waits until statfs shows
-/// most of what they held free (reclaim is asynchronous and status rows
-/// are up to one status period old; bounded wait).
+/// most of what they held free (reclaim is asynchronous; bounded wait).
+/// statfs measures the answering server's disk at the request, so a row
+/// from before the fill cannot pass for freed space (it once did: the fill
+/// and the removal fit in one status period, and the new file then got
+/// `NoSpace` because the reclaim had not run yet).
 fn remove_and_wait_for_space(cluster: &Cluster, c: &BlockingClient, seeds: &[u64]) {
     for seed in seeds {
         c.unlink(&format!("/fill/f{seed}")).expect("remove on a full disk");
@@ -177,7 +160,7 @@ fn weft(cluster: &Cluster, args: &[&str]) -> (bool, String) {
 
 /// Through the CLI on the full disk: `weft cp` fails with ENOSPC, `weft rm`
 /// of what it left works, `weft statfs` counts the shared disk once.
-fn check_cli_on_full_disk(cluster: &Cluster, c: &BlockingClient, disk: &Path) {
+fn check_cli_on_full_disk(cluster: &Cluster, c: &BlockingClient, disk: &Tmpfs) {
     // More than the disk has left after the partial file of the fill was removed.
     let local = tempfile::NamedTempFile::new().expect("local file");
     std::fs::write(local.path(), content(7, 0, 24 * CHUNK_BYTES as usize)).expect("write local file");
@@ -197,18 +180,8 @@ fn check_cli_on_full_disk(cluster: &Cluster, c: &BlockingClient, disk: &Path) {
         .and_then(|line| line.split_whitespace().nth(1))
         .and_then(|field| field.parse().ok())
         .unwrap_or_else(|| panic!("no total in statfs output: {text}"));
-    let (disk_total, _) = disk_space(disk);
+    let (disk_total, _) = disk.space();
     assert_eq!(total, disk_total, "one disk under two servers counts once: {text}");
-}
-
-/// Total and available bytes of the file system at `path` (statvfs).
-fn disk_space(path: &Path) -> (u64, u64) {
-    let c_path = std::ffi::CString::new(path.to_str().expect("utf-8 path")).expect("no NUL");
-    // SAFETY: an all-zero statvfs is a valid value of this plain C struct.
-    let mut out: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: c_path is NUL-terminated and out is a valid statvfs.
-    assert_eq!(unsafe { libc::statvfs(c_path.as_ptr(), &mut out) }, 0, "statvfs");
-    (out.f_blocks as u64 * out.f_frsize as u64, out.f_bavail as u64 * out.f_frsize as u64)
 }
 
 /// After freeing space: small namespace changes and a new file work.
@@ -237,14 +210,7 @@ fn a_full_disk_answers_enospc_frees_space_on_remove_and_survives_kill_9() {
     c.mkdir("/fill", 0o755).unwrap();
     let mut kept: Vec<u64> = Vec::new();
     let mut next_seed = 0;
-    // Known bug (session note 2026-11-25): since the request-path and
-    // size-tracking merges a third cycle without a restart fails
-    // `check_usable`: the six removed files' datafiles are still on disk
-    // (reclaim did not remove them) and the wait for space passed on a
-    // stale statfs row, so a new 8 MiB file gets NoSpace after 6-7 MiB.
-    // Two cycles (one with kill -9) run here until it is fixed;
-    // WEFT_FULL_DISK_CYCLES=3 reproduces it.
-    let cycles: u64 = std::env::var("WEFT_FULL_DISK_CYCLES").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
+    let cycles: u64 = std::env::var("WEFT_FULL_DISK_CYCLES").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
     let mut restarts = 0;
     for cycle in 0..cycles {
         let (filled, partial) = fill(&c, next_seed);
@@ -261,7 +227,7 @@ fn a_full_disk_answers_enospc_frees_space_on_remove_and_survives_kill_9() {
         c.rename(&format!("/fill/f{first}"), &format!("/fill/g{first}")).expect("rename on a full disk");
         c.rename(&format!("/fill/g{first}"), &format!("/fill/f{first}")).expect("rename back");
         if cycle == 0 {
-            check_cli_on_full_disk(&cluster, &c, &disk.path);
+            check_cli_on_full_disk(&cluster, &c, &disk);
         }
         if cycle % 2 == 1 {
             // kill -9 of both servers while the disk is full, then restart.
@@ -316,4 +282,49 @@ fn notable(cluster: &Cluster) -> String {
         line.starts_with("---") || line.contains("WARN") || line.contains("ERROR") || line.contains("recovered")
     });
     lines.collect::<Vec<_>>().join("\n")
+}
+
+/// A write that hits ENOSPC (issue 21, item 2). A file of one stripe is
+/// written in 1 MiB calls until one answers `NoSpace`: the file keeps every
+/// acknowledged byte and its size is exactly what was acknowledged. Then,
+/// with about 2 MiB free again, a 4 MiB call is refused whole (it used to
+/// store its first chunks, growing the file past what was acknowledged)
+/// and a 1 MiB call fits.
+#[test]
+fn a_write_that_hits_enospc_keeps_what_it_acknowledged() {
+    let disk = Tmpfs::mount(48 << 20);
+    let cluster = start(&disk.path);
+    let c = cluster.client();
+    let one_stripe = || CreateOptions { stripe_count: Some(1), ..Default::default() };
+    let spare = c.create("/spare", one_stripe()).expect("create");
+    c.write_at(&spare, 0, &content(9, 0, 2 * CHUNK_BYTES as usize)).expect("write the spare file");
+    let file = c.create("/one", one_stripe()).expect("create");
+    let mut written = 0u64;
+    let refused = loop {
+        match c.write_at(&file, written, &content(5, written, CHUNK_BYTES as usize)) {
+            Ok(()) => written += CHUNK_BYTES,
+            Err(code) => break code,
+        }
+        assert!(written < 48 << 20, "the disk never filled");
+    };
+    assert_eq!(refused, ErrorCode::NoSpace);
+    assert!(written >= 8 * CHUNK_BYTES, "only {written} bytes fitted");
+    assert_eq!(c.stat("/one").expect("stat").size, written, "the size is what was acknowledged");
+    check_prefix(&c, "/one", 5, written);
+
+    // Free about 2 MiB (the spare file) and wait until statfs shows it.
+    c.unlink("/spare").expect("remove on a full disk");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.statfs().expect("statfs").bytes_free < 2 * CHUNK_BYTES {
+        assert!(Instant::now() < deadline, "the spare file's space never came back\n{}", notable(&cluster));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let big = content(5, written, 4 * CHUNK_BYTES as usize);
+    assert_eq!(c.write_at(&file, written, &big), Err(ErrorCode::NoSpace), "a call larger than the free space");
+    assert_eq!(c.stat("/one").expect("stat").size, written, "a refused call leaves the size alone");
+    c.write_at(&file, written, &big[..CHUNK_BYTES as usize]).expect("a call that fits");
+    written += CHUNK_BYTES;
+    assert_eq!(c.stat("/one").expect("stat").size, written);
+    check_prefix(&c, "/one", 5, written);
+    fsck_problems(&cluster);
 }

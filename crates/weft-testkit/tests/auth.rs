@@ -1,0 +1,338 @@
+//! Authentication against real servers: a connection that does not prove
+//! itself is refused and closed; a client cannot act as another uid or
+//! pose as a peer; peer-only requests from clients are refused; a uid-1000
+//! process cannot read another user's 0600 file through the CLI — in key
+//! mode (it cannot read the key) and in MUNGE mode (its own munged, own
+//! key and socket), also when a preloaded shim makes `getuid()` and
+//! `geteuid()` lie (the server takes the uid from the MUNGE credential).
+
+mod raw;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use raw::Raw;
+use weft_net::auth::{key_mac, peer_message};
+use weft_proto::frame::Frame;
+use weft_proto::limits::{AUTH_FRAME_BYTES_MAX, PROTOCOL_VERSION};
+use weft_proto::message::{CollectiveOp, Credentials, NewObject, Proof, Reply, Request};
+use weft_proto::{ErrorCode, Handle};
+use weft_testkit::{weft_bin, Cluster, ClusterOptions};
+
+fn user(uid: u32) -> Credentials {
+    Credentials { uid, gid: uid, groups: vec![] }
+}
+
+fn hello() -> Request {
+    Request::Hello { protocol_version: PROTOCOL_VERSION }
+}
+
+#[test]
+fn unauthenticated_connections_are_refused() {
+    let mut cluster = Cluster::start(ClusterOptions { servers: 2, ..Default::default() });
+    // A request in place of the proof.
+    let mut raw = Raw::connect(&cluster);
+    raw.greet(&hello());
+    assert_eq!(raw.request(&Request::Ping), Err(ErrorCode::Access));
+    assert!(raw.closed());
+    // No proof at all, and a MAC under another key.
+    for proof in [
+        Proof::None,
+        Proof::Key { cred: user(0), mac: vec![0; 32] },
+        Proof::Key { cred: user(0), mac: key_mac(b"not the file system key, 32 bytes+", b"x") },
+    ] {
+        let mut raw = Raw::connect(&cluster);
+        raw.greet(&hello());
+        assert_eq!(raw.request(&Request::Authenticate { proof }), Err(ErrorCode::Access));
+        assert!(raw.closed());
+    }
+    // A proof made for another connection's nonce is worth nothing here.
+    let mut first = Raw::connect(&cluster);
+    let (server_id, nonce) = first.greet(&hello());
+    let key = weft_config::load_key(cluster.config.auth.key_file.as_deref().unwrap()).unwrap();
+    let cred = user(0);
+    let mac = key_mac(&key, &weft_net::auth::client_message(server_id, &nonce, &cred));
+    let mut second = Raw::connect(&cluster);
+    second.greet(&hello());
+    assert_eq!(second.request(&Request::Authenticate { proof: Proof::Key { cred, mac } }), Err(ErrorCode::Access));
+    assert!(second.closed());
+    // Before authentication a frame may hold a few KiB only.
+    let mut raw = Raw::connect(&cluster);
+    raw.send_frame(&Frame::request(1, vec![0u8; AUTH_FRAME_BYTES_MAX as usize], vec![]));
+    assert!(raw.closed());
+    // And a silent connection is closed (the server's admission deadline
+    // is far shorter than this socket's read timeout).
+    let mut raw = Raw::connect(&cluster);
+    raw.stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut byte = [0u8; 1];
+    match std::io::Read::read(&mut raw.stream, &mut byte) {
+        Ok(0) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("a silent connection was not closed: {other:?}"),
+    }
+    assert!(cluster.is_running(0));
+    assert_eq!(Raw::connect(&cluster).hello().request(&Request::Ping), Ok(Reply::Done));
+}
+
+#[test]
+fn forged_uids_are_refused() {
+    let cluster = Cluster::start(ClusterOptions { servers: 2, ..Default::default() });
+    let root = cluster.client();
+    root.mkdir("/home", 0o777).unwrap();
+    // A key holder authenticated as uid 1000 (key mode trusts key holders
+    // to claim their own uid) may act only as 1000.
+    let mut alice = Raw::connect(&cluster).hello_as(user(1000));
+    let lookup = |cred| Request::Lookup { cred, parent: Handle::ROOT, name: "home".into() };
+    assert!(matches!(alice.request(&lookup(user(1000))), Ok(Reply::Entry { .. })));
+    assert_eq!(alice.request(&lookup(user(0))), Err(ErrorCode::Perm), "forged uid");
+    assert_eq!(alice.request(&lookup(Credentials { groups: vec![0], ..user(1000) })), Err(ErrorCode::Perm));
+    let create = |cred| Request::CreateFile {
+        cred,
+        parent: Handle::ROOT,
+        name: "stolen".into(),
+        mode: 0o644,
+        strip_bytes: None,
+        stripe_count: None,
+        exclusive: true,
+    };
+    assert_eq!(alice.request(&create(user(0))), Err(ErrorCode::Perm));
+    assert_eq!(alice.request(&create(user(1000))), Err(ErrorCode::Access), "as herself: mode bits of /");
+    assert_eq!(root.stat("/stolen").unwrap_err(), ErrorCode::NoEntry);
+    // The connection stays usable after refusals.
+    assert_eq!(alice.request(&Request::Ping), Ok(Reply::Done));
+    assert_eq!(root.stat("/").unwrap().kind, weft_proto::message::ObjectKind::Directory);
+}
+
+#[test]
+fn a_client_cannot_pose_as_a_peer() {
+    let cluster = Cluster::start(ClusterOptions { servers: 2, ..Default::default() });
+    let key = weft_config::load_key(cluster.config.auth.key_file.as_deref().unwrap()).unwrap();
+    let peer_hello = Request::PeerHello { protocol_version: PROTOCOL_VERSION, server_id: 1 };
+    // A client's proof on a peer greeting, and a peer MAC under another key.
+    let mut raw = Raw::connect(&cluster);
+    let (server_id, nonce) = raw.greet(&peer_hello);
+    let cred = user(0);
+    let mac = key_mac(&key, &weft_net::auth::client_message(server_id, &nonce, &cred));
+    assert_eq!(raw.request(&Request::Authenticate { proof: Proof::Key { cred, mac } }), Err(ErrorCode::Access));
+    assert!(raw.closed());
+    let mut raw = Raw::connect(&cluster);
+    let (server_id, nonce) = raw.greet(&peer_hello);
+    let mac = key_mac(b"a guessed key that is 32 bytes long.", &peer_message(server_id, &nonce, 1));
+    assert_eq!(raw.request(&Request::Authenticate { proof: Proof::Peer { mac } }), Err(ErrorCode::Access));
+    assert!(raw.closed());
+    // With the key it is a peer.
+    let mut raw = Raw::connect(&cluster);
+    let (server_id, nonce) = raw.greet(&peer_hello);
+    let mac = key_mac(&key, &peer_message(server_id, &nonce, 1));
+    assert_eq!(raw.request(&Request::Authenticate { proof: Proof::Peer { mac } }), Ok(Reply::Done));
+    assert!(matches!(raw.request(&Request::ScanObjects { after: 0, max: 10 }), Ok(Reply::Objects(_))));
+}
+
+/// Makes the cluster's configuration readable by other users (not the key).
+fn open_config_to_everyone(cluster: &Cluster) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(cluster.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&cluster.config_path, std::fs::Permissions::from_mode(0o644)).unwrap();
+}
+
+/// Runs `weft ARGS` as uid and gid 1000 (no supplementary groups), with
+/// `preload` in `LD_PRELOAD` if given.
+fn weft_as_1000(cluster: &Cluster, args: &[&str], preload: Option<&Path>) -> Output {
+    let mut command = Command::new("setpriv");
+    command.args(["--reuid=1000", "--regid=1000", "--clear-groups"]).arg(weft_bin()).args(args);
+    command.env("WEFT_CONFIG", &cluster.config_path).current_dir("/");
+    if let Some(shim) = preload {
+        command.env("LD_PRELOAD", shim);
+    }
+    command.output().expect("run setpriv weft")
+}
+
+/// Creates `/secret` (root's, 0600) and `/mine` (uid 1000's, 0600).
+fn make_files(cluster: &Cluster) {
+    let root = cluster.client();
+    let secret =
+        root.create("/secret", weft_client::CreateOptions { mode: Some(0o600), ..Default::default() }).unwrap();
+    root.write_at(&secret, 0, b"root only").unwrap();
+    let mine = root.create("/mine", weft_client::CreateOptions { mode: Some(0o600), ..Default::default() }).unwrap();
+    root.write_at(&mine, 0, b"user 1000").unwrap();
+    root.chown("/mine", Some(1000), Some(1000)).unwrap();
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).to_string()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).to_string()
+}
+
+#[test]
+fn key_mode_refuses_a_process_that_cannot_read_the_key() {
+    let cluster = Cluster::start(ClusterOptions { servers: 2, ..Default::default() });
+    make_files(&cluster);
+    open_config_to_everyone(&cluster);
+    for path in ["weft:/secret", "weft:/mine"] {
+        let output = weft_as_1000(&cluster, &["cat", path], None);
+        assert!(!output.status.success(), "{path}: {}", stdout(&output));
+        assert!(!stdout(&output).contains("root only"));
+        assert!(stderr(&output).to_lowercase().contains("permission denied"), "{}", stderr(&output));
+    }
+}
+
+/// A munged of the test's own (own key, socket, pid and log files),
+/// killed by its PID on drop.
+struct Munged {
+    child: Child,
+}
+
+/// The munged socket of this test process (a `tune` function cannot capture).
+fn munge_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("weft-auth-munge-{}", std::process::id()))
+}
+
+impl Munged {
+    fn start() -> Munged {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = munge_dir();
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let key = dir.join("munge.key");
+        let mut bytes = vec![0u8; 1024];
+        getrandom_bytes(&mut bytes);
+        let mut file = std::fs::File::create(&key).unwrap();
+        file.write_all(&bytes).unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let child = weft_testkit::command_dying_with_parent(Path::new("/usr/sbin/munged"))
+            .arg("--foreground")
+            .arg(format!("--key-file={}", key.display()))
+            .arg(format!("--socket={}", dir.join("sock").display()))
+            .arg(format!("--pid-file={}", dir.join("pid").display()))
+            .arg(format!("--log-file={}", dir.join("log").display()))
+            .arg(format!("--seed-file={}", dir.join("seed").display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start munged (Debian package `munge`; scripts/deps.sh installs it)");
+        let munged = Munged { child };
+        let start = Instant::now();
+        while !dir.join("sock").exists() {
+            assert!(start.elapsed() < Duration::from_secs(20), "munged did not create its socket");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        munged
+    }
+}
+
+impl Drop for Munged {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(munge_dir());
+    }
+}
+
+fn getrandom_bytes(bytes: &mut [u8]) {
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom").unwrap().read_exact(bytes).unwrap();
+}
+
+fn munge_mode(config: &mut weft_config::Config) {
+    config.auth.mode = weft_config::AuthMode::Munge;
+    config.auth.munge_socket = Some(munge_dir().join("sock"));
+}
+
+/// `getuid()` and `geteuid()` answer 0: a process lying to its own client library.
+const LYING_SHIM: &str =
+    "#include <sys/types.h>\nuid_t getuid(void) { return 0; }\nuid_t geteuid(void) { return 0; }\n\
+gid_t getgid(void) { return 0; }\ngid_t getegid(void) { return 0; }\n";
+
+fn build_shim(dir: &Path) -> PathBuf {
+    let source = dir.join("lying_uid.c");
+    std::fs::write(&source, LYING_SHIM).unwrap();
+    let shim = dir.join("lying_uid.so");
+    let status = Command::new("cc").args(["-shared", "-fPIC", "-o"]).arg(&shim).arg(&source).status().unwrap();
+    assert!(status.success(), "cc of the shim");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+    shim
+}
+
+/// A raw connection authenticated with a MUNGE credential made by uid 1000.
+fn munge_connection_as_1000(cluster: &Cluster) -> Raw {
+    let mut raw = Raw::connect(cluster);
+    let (server_id, nonce) = raw.greet(&hello());
+    let payload = weft_net::auth::munge_payload(server_id, &nonce);
+    let output = Command::new("setpriv")
+        .args(["--reuid=1000", "--regid=1000", "--clear-groups", "munge", "--socket"])
+        .arg(munge_dir().join("sock"))
+        .args(["--string", &payload])
+        .output()
+        .expect("run munge as 1000");
+    assert!(output.status.success(), "munge: {}", stderr(&output));
+    let credential = stdout(&output).trim().to_string();
+    assert_eq!(raw.request(&Request::Authenticate { proof: Proof::Munge { credential } }), Ok(Reply::Done));
+    raw
+}
+
+#[test]
+fn munge_binds_a_connection_to_the_real_uid() {
+    let munged = Munged::start();
+    let cluster = Cluster::start(ClusterOptions { servers: 2, tune: Some(munge_mode), ..Default::default() });
+    make_files(&cluster);
+    open_config_to_everyone(&cluster);
+    // uid 1000 reads its own file, not root's.
+    let output = weft_as_1000(&cluster, &["cat", "weft:/mine"], None);
+    assert!(output.status.success(), "{}\n{}", stderr(&output), cluster.logs());
+    assert_eq!(stdout(&output), "user 1000");
+    let output = weft_as_1000(&cluster, &["cat", "weft:/secret"], None);
+    assert!(!output.status.success());
+    assert!(stderr(&output).to_lowercase().contains("permission denied"), "{}", stderr(&output));
+    // Lying about its uid to its own client library: the library sends
+    // uid 0 in every request, the server knows the connection is uid 1000.
+    let shim = build_shim(cluster.dir.path());
+    let output = weft_as_1000(&cluster, &["cat", "weft:/secret"], Some(&shim));
+    assert!(!output.status.success(), "the liar read: {}", stdout(&output));
+    assert!(!stdout(&output).contains("root only"));
+    assert!(stderr(&output).to_lowercase().contains("not permitted"), "{}", stderr(&output));
+    // A uid-1000 MUNGE connection may act only as 1000 and may not send
+    // what only peers send.
+    let mut alice = munge_connection_as_1000(&cluster);
+    let lookup = |cred| Request::Lookup { cred, parent: Handle::ROOT, name: "mine".into() };
+    assert!(matches!(alice.request(&lookup(user(1000))), Ok(Reply::Entry { .. })));
+    assert_eq!(alice.request(&lookup(user(0))), Err(ErrorCode::Perm), "forged uid");
+    let peer_only = [
+        Request::ScanObjects { after: 0, max: 10 },
+        Request::ScanHandleRows { table: 1, after: 0, max: 10 },
+        Request::ReserveDatafiles { metadata_server: 1, count: 1 },
+        Request::ListReserved { metadata_server: 1 },
+        Request::ClaimReserved { metadata_server: 1, handles: vec![] },
+        Request::ExchangeStatus { entries: vec![] },
+        Request::MarkGrowing { datafiles: vec![] },
+        Request::RemoveObject { handle: Handle::ROOT },
+        Request::SetLayout {
+            handle: Handle::ROOT,
+            layout: weft_proto::message::FileLayout {
+                distribution: weft_proto::Distribution { strip_bytes: 65536, stripe_count: 1 },
+                datafiles: vec![],
+            },
+        },
+        Request::CreateObject { cred: user(1000), target_id: 0, mode: 0o644, object: NewObject::Datafile },
+        Request::RemoveDirent { cred: user(1000), parent: Handle::ROOT, name: "mine".into(), expect_directory: None },
+        Request::Collective { operation: CollectiveOp::RemoveObjects, groups: vec![], fanout: 0, round: 0 },
+        Request::Collective { operation: CollectiveOp::SettleSizes, groups: vec![], fanout: 0, round: 0 },
+    ];
+    for request in &peer_only {
+        assert_eq!(alice.request(request), Err(ErrorCode::Perm), "{request:?}");
+    }
+    assert_eq!(alice.request(&Request::Ping), Ok(Reply::Done));
+    assert_eq!(cluster.client().stat("/mine").unwrap().size, 9, "nothing was removed");
+    // A MUNGE credential made for another nonce is refused.
+    let mut raw = Raw::connect(&cluster);
+    let (server_id, _nonce) = raw.greet(&hello());
+    let payload = weft_net::auth::munge_payload(server_id, &[0u8; 32]);
+    let credential = weft_net::auth::munge_encode(Some(&munge_dir().join("sock")), &payload).unwrap();
+    assert_eq!(raw.request(&Request::Authenticate { proof: Proof::Munge { credential } }), Err(ErrorCode::Access));
+    drop(munged);
+}
