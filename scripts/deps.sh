@@ -8,7 +8,9 @@ packages=(gcc make pkg-config bc fuse3 libfuse3-dev fio openmpi-bin libopenmpi-d
   # MPI-IO libraries for tests/mpi_libs.rs (Debian builds both against OpenMPI)
   libhdf5-openmpi-dev hdf5-tools libpnetcdf-dev
   # MUNGE authentication (tests start their own munged)
-  munge)
+  munge
+  # Fortran MPI programs (tests/mpi_pmpi.rs; mpifort, mpifort.mpich)
+  gfortran)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

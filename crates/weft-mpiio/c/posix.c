@@ -403,3 +403,366 @@ int lstat64(const char *path, struct stat64 *st) {
     NEXT(weft_stat64_fn, lstat64);
     return real(path, st);
 }
+
+/* ---------- names: unlink, remove, rename, mkdir, statvfs/statfs ---------- */
+
+int weft_mpiio_posix_unlink(const char *path);
+int weft_mpiio_posix_rename(const char *from, const char *to);
+int weft_mpiio_posix_mkdir(const char *path, uint32_t mode);
+int weft_mpiio_posix_rmdir(const char *path);
+typedef struct {
+    uint64_t bytes_total, bytes_free, objects;
+} weft_posix_statfs_t; /* src/posix.rs PosixStatfs */
+int weft_mpiio_posix_statfs(const char *path, weft_posix_statfs_t *out);
+int weft_mpiio_posix_readdir(const char *path, unsigned char *buf, size_t cap, size_t *used);
+
+typedef int (*weft_path_fn)(const char *);
+typedef int (*weft_rename_fn)(const char *, const char *);
+typedef int (*weft_mkdir_fn)(const char *, mode_t);
+
+int unlink(const char *path) {
+    const char *name = weft_posix_name(path);
+    if (name) return weft_posix_result(weft_mpiio_posix_unlink(name));
+    NEXT(weft_path_fn, unlink);
+    return real(path);
+}
+
+/* remove(3): glibc's calls its own unlink/rmdir internally, so it is
+ * interposed itself: a file is unlinked, a directory removed. */
+int remove(const char *path) {
+    const char *name = weft_posix_name(path);
+    if (name) {
+        weft_posix_stat_t ws;
+        int err = weft_mpiio_posix_stat(name, 0, &ws);
+        if (err) return weft_posix_result(err);
+        if ((ws.mode & S_IFMT) == S_IFDIR) return weft_posix_result(weft_mpiio_posix_rmdir(name));
+        return weft_posix_result(weft_mpiio_posix_unlink(name));
+    }
+    NEXT(weft_path_fn, remove);
+    return real(path);
+}
+
+/* rename(2): both Weft names -> a Weft rename; one Weft name and one local
+ * name -> EXDEV (as between two file systems: callers such as mv copy). */
+int rename(const char *from, const char *to) {
+    const char *a = weft_posix_name(from), *b = weft_posix_name(to);
+    if (a && b) return weft_posix_result(weft_mpiio_posix_rename(a, b));
+    if (a || b) return weft_posix_result(EXDEV);
+    NEXT(weft_rename_fn, rename);
+    return real(from, to);
+}
+
+/* mkdir(2): the mode as given (no umask, as the other Weft creations here). */
+int mkdir(const char *path, mode_t mode) {
+    const char *name = weft_posix_name(path);
+    if (name) return weft_posix_result(weft_mpiio_posix_mkdir(name, (uint32_t)mode));
+    NEXT(weft_mkdir_fn, mkdir);
+    return real(path, mode);
+}
+
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+
+#define WEFT_POSIX_BLOCK 4096
+#define WEFT_POSIX_FS_MAGIC 0x77656674 /* "weft" */
+
+/* statvfs(3) and statfs(2) on a Weft name (IOR asks it of its test file):
+ * the whole file system's space in 4 KiB blocks, each storage device once
+ * (as `weft statfs`); files = objects stored + free blocks. */
+#define WEFT_FILL_STATVFS(sv, name, is_statfs)                                              \
+    do {                                                                                    \
+        weft_posix_statfs_t fs_;                                                            \
+        int err_ = weft_mpiio_posix_statfs((name), &fs_);                                   \
+        if (err_) return weft_posix_result(err_);                                           \
+        memset((sv), 0, sizeof *(sv));                                                      \
+        (sv)->f_bsize = WEFT_POSIX_BLOCK;                                                   \
+        (sv)->f_frsize = WEFT_POSIX_BLOCK;                                                  \
+        (sv)->f_blocks = fs_.bytes_total / WEFT_POSIX_BLOCK;                                \
+        (sv)->f_bfree = fs_.bytes_free / WEFT_POSIX_BLOCK;                                  \
+        (sv)->f_bavail = fs_.bytes_free / WEFT_POSIX_BLOCK;                                 \
+        (sv)->f_files = fs_.objects + fs_.bytes_free / WEFT_POSIX_BLOCK;                    \
+        (sv)->f_ffree = fs_.bytes_free / WEFT_POSIX_BLOCK;                                  \
+        if (is_statfs) weft_posix_statfs_extra((void *)(sv), sizeof *(sv));                 \
+        else weft_posix_statvfs_extra((void *)(sv), sizeof *(sv));                          \
+        return 0;                                                                           \
+    } while (0)
+
+/* struct statfs / statfs64 (same layout on 64-bit Linux): type and name length. */
+static void weft_posix_statfs_extra(void *p, size_t size) {
+    struct statfs *sf = p;
+    (void)size;
+    sf->f_type = WEFT_POSIX_FS_MAGIC;
+    sf->f_namelen = 255;
+}
+
+/* struct statvfs / statvfs64: name length. */
+static void weft_posix_statvfs_extra(void *p, size_t size) {
+    struct statvfs *sv = p;
+    (void)size;
+    sv->f_namemax = 255;
+}
+
+typedef int (*weft_statvfs_fn)(const char *, struct statvfs *);
+typedef int (*weft_statvfs64_fn)(const char *, struct statvfs64 *);
+typedef int (*weft_statfs_fn)(const char *, struct statfs *);
+typedef int (*weft_statfs64_fn)(const char *, struct statfs64 *);
+
+int statvfs(const char *path, struct statvfs *sv) {
+    const char *name = weft_posix_name(path);
+    if (name) WEFT_FILL_STATVFS(sv, name, 0);
+    NEXT(weft_statvfs_fn, statvfs);
+    return real(path, sv);
+}
+
+int statvfs64(const char *path, struct statvfs64 *sv) {
+    const char *name = weft_posix_name(path);
+    if (name) WEFT_FILL_STATVFS(sv, name, 0);
+    NEXT(weft_statvfs64_fn, statvfs64);
+    return real(path, sv);
+}
+
+int statfs(const char *path, struct statfs *sf) {
+    const char *name = weft_posix_name(path);
+    if (name) WEFT_FILL_STATVFS(sf, name, 1);
+    NEXT(weft_statfs_fn, statfs);
+    return real(path, sf);
+}
+
+int statfs64(const char *path, struct statfs64 *sf) {
+    const char *name = weft_posix_name(path);
+    if (name) WEFT_FILL_STATVFS(sf, name, 1);
+    NEXT(weft_statfs64_fn, statfs64);
+    return real(path, sf);
+}
+
+/* ---------- fopen for reading ---------- */
+
+typedef FILE *(*weft_fopen_fn)(const char *, const char *);
+
+/* fopen(3) on a Weft name: read-only modes ("r", "rb", "re", ...) get a
+ * stream on the read-only snapshot open() gives; modes that write are
+ * refused with EROFS: glibc's fclose closes the descriptor internally,
+ * so nothing would write the bytes back (write weft: files through open(),
+ * MPI-IO or the mount). */
+static FILE *weft_posix_fopen(const char *path, const char *name, const char *mode) {
+    if (!mode || mode[0] != 'r' || strchr(mode, '+')) {
+        errno = mode ? EROFS : EINVAL;
+        return NULL;
+    }
+    int fd = weft_posix_open(path, name, O_RDONLY | (strchr(mode, 'e') ? O_CLOEXEC : 0), 0);
+    if (fd < 0) return NULL;
+    FILE *stream = fdopen(fd, mode);
+    if (!stream) {
+        int err = errno;
+        close(fd); /* a snapshot: nothing to write back */
+        errno = err;
+    }
+    return stream;
+}
+
+FILE *fopen(const char *path, const char *mode) {
+    const char *name = weft_posix_name(path);
+    if (name) return weft_posix_fopen(path, name, mode);
+    static void *slot;
+    weft_fopen_fn real = (weft_fopen_fn)weft_posix_next(&slot, "fopen");
+    if (!real) {
+        errno = ENOSYS;
+        return NULL;
+    }
+    return real(path, mode);
+}
+
+FILE *fopen64(const char *path, const char *mode) {
+    const char *name = weft_posix_name(path);
+    if (name) return weft_posix_fopen(path, name, mode);
+    static void *slot;
+    weft_fopen_fn real = (weft_fopen_fn)weft_posix_next(&slot, "fopen64");
+    if (!real) {
+        errno = ENOSYS;
+        return NULL;
+    }
+    return real(path, mode);
+}
+
+/* ---------- opendir / readdir of a Weft directory ---------- */
+
+#include <dirent.h>
+#include <pthread.h>
+
+/* A Weft directory stream: its entries listed at opendir (a snapshot, as
+ * the read-only open), handed out by readdir/readdir64. The DIR * given
+ * out points at one of these; readdir, readdir64, closedir, rewinddir and
+ * dirfd recognise it by address in a list (one atomic load while no Weft
+ * stream is open), foreign streams go to libc untouched. */
+typedef struct weft_dir {
+    unsigned char *entries; /* src/posix.rs weft_mpiio_posix_readdir's packing */
+    size_t len, pos;
+    int dot;                /* "." and ".." handed out (0, 1, 2) */
+    uint64_t ino;           /* the directory's */
+    struct dirent ent;
+    struct dirent64 ent64;
+    struct weft_dir *next;
+} weft_dir;
+
+static weft_dir *weft_dirs;
+static int weft_dirs_open;
+static pthread_mutex_t weft_dirs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static weft_dir *weft_dir_find(void *stream, int unlink_it) {
+    if (__atomic_load_n(&weft_dirs_open, __ATOMIC_ACQUIRE) == 0) return NULL;
+    pthread_mutex_lock(&weft_dirs_lock);
+    weft_dir **at = &weft_dirs;
+    while (*at && (void *)*at != stream) at = &(*at)->next;
+    weft_dir *found = *at;
+    if (found && unlink_it) {
+        *at = found->next;
+        __atomic_sub_fetch(&weft_dirs_open, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&weft_dirs_lock);
+    return found;
+}
+
+typedef DIR *(*weft_opendir_fn)(const char *);
+
+DIR *opendir(const char *path) {
+    const char *name = weft_posix_name(path);
+    if (!name) {
+        static void *slot;
+        weft_opendir_fn real = (weft_opendir_fn)weft_posix_next(&slot, "opendir");
+        if (!real) {
+            errno = ENOSYS;
+            return NULL;
+        }
+        return real(path);
+    }
+    weft_posix_stat_t ws;
+    int err = weft_mpiio_posix_stat(name, 1, &ws);
+    if (!err && (ws.mode & S_IFMT) != S_IFDIR) err = ENOTDIR;
+    weft_dir *dir = err ? NULL : calloc(1, sizeof *dir);
+    if (!err && !dir) err = ENOMEM;
+    /* The listing may grow between two calls: bounded retries. */
+    size_t cap = 0;
+    for (int attempt = 0; !err; attempt++) {
+        size_t need = 0;
+        err = weft_mpiio_posix_readdir(name, dir->entries, cap, &need);
+        if (err != ERANGE) {
+            dir->len = need;
+            break;
+        }
+        if (attempt == 7) {
+            err = EAGAIN;
+            break;
+        }
+        free(dir->entries);
+        cap = need + 4096;
+        dir->entries = malloc(cap);
+        err = dir->entries ? 0 : ENOMEM;
+    }
+    if (err) {
+        if (dir) free(dir->entries);
+        free(dir);
+        errno = err;
+        return NULL;
+    }
+    dir->ino = ws.ino;
+    pthread_mutex_lock(&weft_dirs_lock);
+    dir->next = weft_dirs;
+    weft_dirs = dir;
+    __atomic_add_fetch(&weft_dirs_open, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&weft_dirs_lock);
+    return (DIR *)dir;
+}
+
+/* The next entry of a Weft stream into its name/type/inode; 0 at the end. */
+static int weft_dir_next(weft_dir *dir, const char **name, unsigned char *type, uint64_t *ino) {
+    if (dir->dot < 2) {
+        *name = dir->dot == 0 ? "." : "..";
+        *type = DT_DIR;
+        *ino = dir->ino;
+        dir->dot++;
+        return 1;
+    }
+    if (dir->pos >= dir->len) return 0;
+    unsigned char *at = dir->entries + dir->pos;
+    *type = at[0];
+    memcpy(ino, at + 1, 8);
+    *name = (const char *)(at + 9);
+    dir->pos += 9 + strlen(*name) + 1;
+    return 1;
+}
+
+typedef struct dirent *(*weft_readdir_fn)(DIR *);
+typedef struct dirent64 *(*weft_readdir64_fn)(DIR *);
+
+struct dirent *readdir(DIR *stream) {
+    weft_dir *dir = weft_dir_find(stream, 0);
+    if (!dir) {
+        static void *slot;
+        weft_readdir_fn real = (weft_readdir_fn)weft_posix_next(&slot, "readdir");
+        return real ? real(stream) : NULL;
+    }
+    const char *name;
+    unsigned char type;
+    uint64_t ino;
+    if (!weft_dir_next(dir, &name, &type, &ino)) return NULL;
+    memset(&dir->ent, 0, sizeof dir->ent);
+    dir->ent.d_ino = ino;
+    dir->ent.d_type = type;
+    dir->ent.d_reclen = sizeof dir->ent;
+    snprintf(dir->ent.d_name, sizeof dir->ent.d_name, "%s", name);
+    return &dir->ent;
+}
+
+struct dirent64 *readdir64(DIR *stream) {
+    weft_dir *dir = weft_dir_find(stream, 0);
+    if (!dir) {
+        static void *slot;
+        weft_readdir64_fn real = (weft_readdir64_fn)weft_posix_next(&slot, "readdir64");
+        return real ? real(stream) : NULL;
+    }
+    const char *name;
+    unsigned char type;
+    uint64_t ino;
+    if (!weft_dir_next(dir, &name, &type, &ino)) return NULL;
+    memset(&dir->ent64, 0, sizeof dir->ent64);
+    dir->ent64.d_ino = ino;
+    dir->ent64.d_type = type;
+    dir->ent64.d_reclen = sizeof dir->ent64;
+    snprintf(dir->ent64.d_name, sizeof dir->ent64.d_name, "%s", name);
+    return &dir->ent64;
+}
+
+typedef int (*weft_closedir_fn)(DIR *);
+typedef void (*weft_rewinddir_fn)(DIR *);
+typedef int (*weft_dirfd_fn)(DIR *);
+
+int closedir(DIR *stream) {
+    weft_dir *dir = weft_dir_find(stream, 1);
+    if (!dir) {
+        NEXT(weft_closedir_fn, closedir);
+        return real(stream);
+    }
+    free(dir->entries);
+    free(dir);
+    return 0;
+}
+
+/* rewinddir: back to the first entry of the listing taken at opendir. */
+void rewinddir(DIR *stream) {
+    weft_dir *dir = weft_dir_find(stream, 0);
+    if (dir) {
+        dir->pos = 0;
+        dir->dot = 0;
+        return;
+    }
+    static void *slot;
+    weft_rewinddir_fn real = (weft_rewinddir_fn)weft_posix_next(&slot, "rewinddir");
+    if (real) real(stream);
+}
+
+/* dirfd: a Weft stream has no descriptor (ENOTSUP). */
+int dirfd(DIR *stream) {
+    if (weft_dir_find(stream, 0)) return weft_posix_result(ENOTSUP);
+    NEXT(weft_dirfd_fn, dirfd);
+    return real(stream);
+}

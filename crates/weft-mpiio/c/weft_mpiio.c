@@ -63,7 +63,7 @@ int weft_mpi_class(int weft_class) {
 static struct { MPI_Errhandler handler; MPI_File_errhandler_function *function; } weft_handlers[WEFT_ERRHANDLERS_MAX];
 static int weft_handlers_len = 0;
 
-int MPI_File_create_errhandler(MPI_File_errhandler_function *function, MPI_Errhandler *errhandler) {
+int weft_hw_MPI_File_create_errhandler(MPI_File_errhandler_function *function, MPI_Errhandler *errhandler) {
     int rc = PMPI_File_create_errhandler(function, errhandler);
     if (rc == MPI_SUCCESS) {
         pthread_mutex_lock(&weft_lock);
@@ -425,8 +425,45 @@ static void weft_apply_lock_hints(weft_file *file, MPI_Info info) {
 
 static int weft_is_path(const char *path) { return path && strncmp(path, WEFT_PREFIX, strlen(WEFT_PREFIX)) == 0; }
 
-int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh) {
+/* ROMIO_HINTS: the file it names holds default hints, one "key value" per
+ * line (blank lines and lines starting with '#' skipped), as ROMIO reads
+ * it: a hint the program passed itself wins. Returns a new info (the
+ * caller frees it) holding the program's hints plus the file's, or
+ * MPI_INFO_NULL when there is no such file. Each rank reads the file
+ * itself (no collective: ranks whose environment differs cannot hang). */
+static int weft_open_with(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh);
+
+static MPI_Info weft_romio_hints(MPI_Info info) {
+    const char *name = getenv("ROMIO_HINTS");
+    if (!name || !*name) return MPI_INFO_NULL;
+    FILE *hints = fopen(name, "r");
+    if (!hints) return MPI_INFO_NULL;
+    MPI_Info merged = MPI_INFO_NULL;
+    if (info != MPI_INFO_NULL) PMPI_Info_dup(info, &merged);
+    else PMPI_Info_create(&merged);
+    char line[MPI_MAX_INFO_KEY + MPI_MAX_INFO_VAL + 8];
+    while (fgets(line, sizeof line, hints)) {
+        char *save = NULL, *key = strtok_r(line, " \t\r\n", &save);
+        if (!key || key[0] == '#') continue;
+        char *value = strtok_r(NULL, " \t\r\n", &save);
+        if (!value || strlen(key) > MPI_MAX_INFO_KEY || strlen(value) > MPI_MAX_INFO_VAL) continue;
+        int len = 0, present = 0;
+        PMPI_Info_get_valuelen(merged, key, &len, &present);
+        if (!present) PMPI_Info_set(merged, key, value);
+    }
+    fclose(hints);
+    return merged;
+}
+
+int weft_hw_MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh) {
     if (!weft_is_path(filename)) return PMPI_File_open(comm, filename, amode, info, fh);
+    MPI_Info defaults = weft_romio_hints(info);
+    int rc = weft_open_with(comm, filename, amode, defaults != MPI_INFO_NULL ? defaults : info, fh);
+    if (defaults != MPI_INFO_NULL) PMPI_Info_free(&defaults);
+    return rc;
+}
+
+static int weft_open_with(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh) {
     const char *path = filename + strlen(WEFT_PREFIX);
     uint32_t bits = weft_amode_bits(amode);
     int rank;
@@ -467,7 +504,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     return MPI_SUCCESS;
 }
 
-int MPI_File_delete(const char *filename, MPI_Info info) {
+int weft_hw_MPI_File_delete(const char *filename, MPI_Info info) {
     if (!weft_is_path(filename)) return PMPI_File_delete(filename, info);
     return weft_raise_null(weft_mpi_class(weft_mpiio_unlink(filename + strlen(WEFT_PREFIX))));
 }
@@ -548,7 +585,7 @@ static void weft_fortran_forget(weft_file *file) {
     pthread_mutex_unlock(&weft_fortran_lock);
 }
 
-MPI_Fint MPI_File_c2f(MPI_File fh) {
+MPI_Fint weft_hw_MPI_File_c2f(MPI_File fh) {
     weft_file *file = weft_find(fh);
     if (!file) return PMPI_File_c2f(fh);
     if (file->retired) return 0; /* MPI_FILE_NULL's, as for a closed file */
@@ -565,7 +602,7 @@ MPI_Fint MPI_File_c2f(MPI_File fh) {
     return found < 0 ? 0 : (MPI_Fint)(WEFT_FINT_BASE + found);
 }
 
-MPI_File MPI_File_f2c(MPI_Fint fh) {
+MPI_File weft_hw_MPI_File_f2c(MPI_Fint fh) {
     if (fh >= WEFT_FINT_BASE && fh < WEFT_FINT_BASE + WEFT_FINT_SLOTS) {
         pthread_mutex_lock(&weft_fortran_lock);
         weft_file *file = weft_fortran[fh - WEFT_FINT_BASE];

@@ -3,6 +3,11 @@
 #define WEFT_MPIIO_INTERNAL_H
 #include <mpi.h>
 #include <stdint.h>
+/* Generated per flavour (gen/<flavour>/real.h): this library exports
+ * PMPI_File_* too, so the sources' calls to PMPI_File_X are redirected to
+ * weft_real_PMPI_File_X, the MPI library's own, found with dlsym(RTLD_NEXT);
+ * and the handwritten entry points' bodies weft_hw_MPI_File_*. */
+#include "real.h"
 
 /* A Weft file; an MPI_File of a Weft file is a pointer to one of these. */
 typedef struct weft_file {

@@ -225,6 +225,127 @@ pub unsafe extern "C" fn weft_mpiio_posix_unlink(path: *const c_char) -> c_int {
     })
 }
 
+/// `rename(2)` between two Weft names.
+///
+/// # Safety
+/// `from` and `to` are C strings.
+#[no_mangle]
+pub unsafe extern "C" fn weft_mpiio_posix_rename(from: *const c_char, to: *const c_char) -> c_int {
+    guarded(|| {
+        // SAFETY: per this function's contract.
+        let (from, to) = unsafe { (path_arg(from)?, path_arg(to)?) };
+        weft()?.rename(from, to).map_err(errno_of)
+    })
+}
+
+/// `mkdir(2)` on a Weft name (`mode` as given, no umask).
+///
+/// # Safety
+/// `path` is a C string.
+#[no_mangle]
+pub unsafe extern "C" fn weft_mpiio_posix_mkdir(path: *const c_char, mode: u32) -> c_int {
+    guarded(|| {
+        // SAFETY: per this function's contract.
+        let path = unsafe { path_arg(path)? };
+        weft()?.mkdir(path, mode & 0o7777).map(|_| ()).map_err(errno_of)
+    })
+}
+
+/// `rmdir(2)` on a Weft name (for `remove(3)` of a directory).
+///
+/// # Safety
+/// `path` is a C string.
+#[no_mangle]
+pub unsafe extern "C" fn weft_mpiio_posix_rmdir(path: *const c_char) -> c_int {
+    guarded(|| {
+        // SAFETY: per this function's contract.
+        let path = unsafe { path_arg(path)? };
+        weft()?.rmdir(path).map_err(errno_of)
+    })
+}
+
+/// Space of the whole file system for `statvfs(3)`/`statfs(2)` (filled by
+/// [`weft_mpiio_posix_statfs`]).
+#[repr(C)]
+pub struct PosixStatfs {
+    /// Total bytes, each storage device once.
+    pub bytes_total: u64,
+    /// Free bytes, each storage device once.
+    pub bytes_free: u64,
+    /// Stored objects.
+    pub objects: u64,
+}
+
+/// `statvfs(3)`/`statfs(2)` on a Weft name: the name must exist; the
+/// figures are the file system's (`weft statfs`).
+///
+/// # Safety
+/// `path` is a C string, `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn weft_mpiio_posix_statfs(path: *const c_char, out: *mut PosixStatfs) -> c_int {
+    guarded(|| {
+        // SAFETY: per this function's contract.
+        let path = unsafe { path_arg(path)? };
+        if out.is_null() {
+            return Err(libc::EFAULT);
+        }
+        let client = weft()?;
+        client.stat(path).map_err(errno_of)?;
+        let status = client.statfs().map_err(errno_of)?;
+        let figures =
+            PosixStatfs { bytes_total: status.bytes_total, bytes_free: status.bytes_free, objects: status.objects };
+        // SAFETY: non-NULL and writable per this function's contract.
+        unsafe { out.write(figures) };
+        Ok(())
+    })
+}
+
+/// The entries of the Weft directory `path` for `opendir(3)`, packed into
+/// `buf` (`cap` bytes): per entry its `d_type` byte, its handle (8 bytes,
+/// native order), its name and a NUL; `.` and `..` are not included.
+/// `*used` gets the packed length; `ERANGE` (with `*used` the length
+/// needed) if it does not fit; `ENOTDIR` for a file.
+///
+/// # Safety
+/// `path` is a C string, `buf` writable for `cap` bytes (or NULL with
+/// `cap == 0`), `used` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn weft_mpiio_posix_readdir(
+    path: *const c_char,
+    buf: *mut u8,
+    cap: usize,
+    used: *mut usize,
+) -> c_int {
+    guarded(|| {
+        // SAFETY: per this function's contract.
+        let path = unsafe { path_arg(path)? };
+        if used.is_null() || (buf.is_null() && cap != 0) {
+            return Err(libc::EFAULT);
+        }
+        let entries = weft()?.readdir(path).map_err(errno_of)?;
+        let mut packed = Vec::new();
+        for entry in &entries {
+            let kind = match entry.kind {
+                ObjectKind::Directory => libc::DT_DIR,
+                ObjectKind::Symlink => libc::DT_LNK,
+                ObjectKind::Metafile | ObjectKind::Datafile => libc::DT_REG,
+            };
+            packed.push(kind);
+            packed.extend_from_slice(&entry.handle.0.to_ne_bytes());
+            packed.extend_from_slice(entry.name.as_bytes());
+            packed.push(0);
+        }
+        // SAFETY: non-NULL and writable per this function's contract.
+        unsafe { used.write(packed.len()) };
+        if packed.len() > cap {
+            return Err(libc::ERANGE);
+        }
+        // SAFETY: `buf` is writable for `cap >= packed.len()` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(packed.as_ptr(), buf, packed.len()) };
+        Ok(())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,10 @@
 //! `open()`/`read()`, creates, writes, syncs, truncates and appends to
 //! another through write-intent opens (`src/posix_writable.rs`), gets
 //! `ENOENT` from `access()` of a missing name, truncates through `truncate()`, gets
-//! `EFBIG` beyond the snapshot limit, and finds local names untouched.
+//! `EFBIG` beyond the snapshot limit, and finds local names untouched;
+//! `tests/c/posix_names.c` serves `mkdir`, `stat`/`lstat`, `fopen`, `rename`,
+//! `opendir`/`readdir`, `statvfs`/`statfs`, `unlink` and `remove` on `weft:`
+//! names and on a local directory.
 
 mod common;
 
@@ -83,4 +86,43 @@ fn openmpi_posix_probe() {
 #[test]
 fn mpich_posix_probe() {
     posix_probe(Flavour::Mpich);
+}
+
+/// `tests/c/posix_names.c`: `mkdir`, `stat`/`lstat`, `fopen` for reading,
+/// `rename`, `opendir`/`readdir`, `statvfs`/`statfs`, `unlink` and `remove`
+/// on `weft:` names (issue 23 item 3, issue 17's statfs), then the same on a
+/// local directory, which must reach the local file system.
+fn posix_names(flavour: Flavour) {
+    require(flavour);
+    let _one_at_a_time = exclusive();
+    let cluster = Cluster::start(ClusterOptions::default());
+    let client = cluster.client();
+    let binary = program(flavour, "posix_names");
+    let local = tempfile::tempdir().expect("local dir");
+    let local_dir = local.path().join("names");
+    let args = ["weft:/names", local_dir.to_str().expect("utf-8")];
+    let (ok, stdout, stderr) = run_preloaded(flavour, &binary, &args, &cluster.config_path);
+    assert!(ok && stdout.contains("posix_names OK"), "{}: {stdout}{stderr}", flavour.name());
+    let dir = client.stat("/names").expect("stat /names");
+    assert_eq!(dir.kind, weft_proto::message::ObjectKind::Directory, "mkdir made a directory");
+    assert_eq!(dir.mode & 0o777, 0o750, "mkdir's mode");
+    let names: Vec<String> = client.readdir("/names").expect("readdir /names").into_iter().map(|e| e.name).collect();
+    assert_eq!(names, ["keep"], "what is left in /names after rename, unlink and remove");
+    assert_eq!(weft_file_bytes(&cluster, "/names/keep"), b"hello", "the renamed file's bytes");
+    let local_names: Vec<String> = std::fs::read_dir(&local_dir)
+        .expect("the local directory was made locally")
+        .map(|e| e.expect("entry").file_name().into_string().expect("utf-8"))
+        .collect();
+    assert_eq!(local_names, ["keep"], "local names stay local");
+    assert!(client.stat(&format!("{}", local_dir.display())).is_err(), "a local name reached Weft");
+}
+
+#[test]
+fn openmpi_posix_names() {
+    posix_names(Flavour::OpenMpi);
+}
+
+#[test]
+fn mpich_posix_names() {
+    posix_names(Flavour::Mpich);
 }
