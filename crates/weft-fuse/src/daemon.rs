@@ -258,6 +258,8 @@ fn fuse_config(options: &MountOptions, config: &Config) -> fuser::Config {
         MountOption::RW,
         MountOption::Exec,
         MountOption::NoAtime,
+        // Device nodes can be created and listed, never opened as devices.
+        MountOption::NoDev,
     ];
     if options.default_permissions {
         fuse.mount_options.push(MountOption::DefaultPermissions);

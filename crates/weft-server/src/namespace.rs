@@ -72,6 +72,13 @@ pub fn create_object(
             }
             (ObjectKind::Symlink, Box::new(move |r: &mut ObjectRecord| r.symlink_target = Some(target)))
         }
+        NewObject::Special { kind, rdev } => {
+            if !kind.is_special() {
+                return Err(ErrorCode::Invalid);
+            }
+            let is_device = matches!(kind, ObjectKind::BlockDevice | ObjectKind::CharDevice);
+            (kind, Box::new(move |r: &mut ObjectRecord| r.rdev = if is_device { rdev } else { 0 }))
+        }
     };
     let mode = if kind == ObjectKind::Symlink { 0o777 } else { mode };
     let mut record = ObjectRecord::new(kind, mode, cred.uid, cred.gid, now);
