@@ -741,6 +741,31 @@ mod tests {
     }
 
     #[test]
+    fn records_without_trailing_fields_decode_and_kind_tags_round_trip() {
+        let mut device = ObjectRecord::new(ObjectKind::CharDevice, 0o600, 0, 0, 1);
+        device.rdev = 0x0a_c8;
+        assert_eq!(ObjectRecord::decode(&device.encode()).unwrap(), device);
+        // Written before `rdev` (its one byte, 0, missing), and before `tracking` too.
+        let plain = record(0o644);
+        let full = plain.encode();
+        assert_eq!(*full.last().unwrap(), 0);
+        assert_eq!(ObjectRecord::decode(&full[..full.len() - 1]).unwrap(), plain);
+        assert_eq!(ObjectRecord::decode(&full[..full.len() - 2]).unwrap(), plain);
+        for kind in [
+            ObjectKind::Metafile,
+            ObjectKind::Datafile,
+            ObjectKind::Directory,
+            ObjectKind::Symlink,
+            ObjectKind::Fifo,
+            ObjectKind::Socket,
+            ObjectKind::BlockDevice,
+            ObjectKind::CharDevice,
+        ] {
+            assert_eq!(kind_from_tag(kind_tag(kind)).unwrap(), kind);
+        }
+    }
+
+    #[test]
     fn rollback_restores_every_row_a_failed_operation_touched() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), 1 << 20).unwrap();
