@@ -500,6 +500,32 @@ fn errors_reach_callers() {
         // The mount is nodev: a device node is created, never opened as a device.
         (None, format!("os.mknod('{m}/null', 0o666 | 0o20000, os.makedev(1, 3))"), "OK"),
         (None, format!("open('{m}/null', 'rb')"), "EACCES"),
+        // A non-owner's write and truncate clear setuid/setgid and proceed
+        // (through the page cache; an O_APPEND handle is direct I/O, where the
+        // kernel asks nothing without FUSE_HANDLE_KILLPRIV_V2: not yet done).
+        (None, format!("open('{m}/suid', 'w').close(); os.chmod('{m}/suid', 0o6777)"), "OK"),
+        (Some(1000), format!("f = open('{m}/suid', 'r+'); f.write('x'); f.close()"), "OK"),
+        (
+            None,
+            format!("assert oct(os.stat('{m}/suid').st_mode & 0o7777) == '0o777', oct(os.stat('{m}/suid').st_mode)"),
+            "OK",
+        ),
+        (None, format!("os.chmod('{m}/suid', 0o4777)"), "OK"),
+        (Some(1000), format!("os.truncate('{m}/suid', 0)"), "OK"),
+        (
+            None,
+            format!("assert oct(os.stat('{m}/suid').st_mode & 0o7777) == '0o777', oct(os.stat('{m}/suid').st_mode)"),
+            "OK",
+        ),
+        // ... but a non-owner still may not change other bits.
+        (Some(1000), format!("os.chmod('{m}/suid', 0o700)"), "EPERM"),
+        // chown clears setuid, and setgid with group-execute.
+        (None, format!("os.chmod('{m}/suid', 0o6755); os.chown('{m}/suid', 1000, 1000)"), "OK"),
+        (
+            None,
+            format!("assert oct(os.stat('{m}/suid').st_mode & 0o7777) == '0o755', oct(os.stat('{m}/suid').st_mode)"),
+            "OK",
+        ),
         (None, format!("os.setxattr('{m}/file', 'user.a', b'1')"), "ENOTSUP"),
         (None, format!("os.getxattr('{m}/file', 'user.a')"), "ENOTSUP"),
         (None, format!("fcntl.lockf(os.open('{m}/file', os.O_RDWR), fcntl.LOCK_EX)"), "ENOLCK"),
