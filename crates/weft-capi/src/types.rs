@@ -111,6 +111,10 @@ fn type_bits(kind: ObjectKind) -> u32 {
         ObjectKind::Metafile => libc::S_IFREG,
         ObjectKind::Directory => libc::S_IFDIR,
         ObjectKind::Symlink => libc::S_IFLNK,
+        ObjectKind::Fifo => libc::S_IFIFO,
+        ObjectKind::Socket => libc::S_IFSOCK,
+        ObjectKind::BlockDevice => libc::S_IFBLK,
+        ObjectKind::CharDevice => libc::S_IFCHR,
         // Datafiles are never reachable through a path; if one is ever
         // stat'ed by handle it holds plain bytes.
         ObjectKind::Datafile => libc::S_IFREG,
@@ -123,6 +127,10 @@ fn dirent_kind(kind: ObjectKind) -> u32 {
         ObjectKind::Metafile => libc::DT_REG as u32,
         ObjectKind::Directory => libc::DT_DIR as u32,
         ObjectKind::Symlink => libc::DT_LNK as u32,
+        ObjectKind::Fifo => libc::DT_FIFO as u32,
+        ObjectKind::Socket => libc::DT_SOCK as u32,
+        ObjectKind::BlockDevice => libc::DT_BLK as u32,
+        ObjectKind::CharDevice => libc::DT_CHR as u32,
         ObjectKind::Datafile => libc::DT_UNKNOWN as u32,
     }
 }

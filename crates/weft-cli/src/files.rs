@@ -122,6 +122,10 @@ fn kind_char(kind: ObjectKind) -> char {
     match kind {
         ObjectKind::Directory => 'd',
         ObjectKind::Symlink => 'l',
+        ObjectKind::Fifo => 'p',
+        ObjectKind::Socket => 's',
+        ObjectKind::BlockDevice => 'b',
+        ObjectKind::CharDevice => 'c',
         _ => '-',
     }
 }

@@ -115,6 +115,8 @@ pub struct Stat {
     pub symlink_target: Option<String>,
     /// Parent of a directory.
     pub parent: Option<Handle>,
+    /// Device number of a device node (0 otherwise).
+    pub rdev: u64,
 }
 
 /// Space of the whole file system and of each server.
@@ -403,6 +405,7 @@ pub(crate) fn to_stat(attrs: Attributes, sizes: &BTreeMap<Handle, DatafileStat>)
         layout: attrs.layout,
         symlink_target: attrs.symlink_target,
         parent: attrs.parent,
+        rdev: attrs.rdev,
     }
 }
 

@@ -258,6 +258,30 @@ impl Client {
         Ok(link)
     }
 
+    /// Creates special file `name` in `parent` (FIFO, socket or device
+    /// node, per `kind`): an object on the directory's server, then its entry.
+    pub async fn mknod_in(
+        &self,
+        parent: Handle,
+        name: &str,
+        kind: ObjectKind,
+        mode: u32,
+        rdev: u64,
+    ) -> WeftResult<Handle> {
+        message::validate_name(name)?;
+        if !kind.is_special() {
+            return Err(ErrorCode::Invalid);
+        }
+        let server = self.server_of(parent)?;
+        let node = self.create_object(server, mode, NewObject::Special { kind, rdev }).await?;
+        let dirent = Request::CreateDirent { cred: self.cred(), parent, name: name.to_string(), target: node, kind };
+        if let Err(code) = self.call_at(parent, dirent).await {
+            self.discard(&[node]).await;
+            return Err(code);
+        }
+        Ok(node)
+    }
+
     /// Removes the objects behind a name that is already gone.
     async fn destroy(&self, handle: Handle, kind: ObjectKind) -> WeftResult<()> {
         // The name is already gone: the metafile and its datafiles go in one phase.

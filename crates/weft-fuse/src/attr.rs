@@ -37,6 +37,10 @@ pub fn file_type(kind: ObjectKind) -> FileType {
         ObjectKind::Metafile | ObjectKind::Datafile => FileType::RegularFile,
         ObjectKind::Directory => FileType::Directory,
         ObjectKind::Symlink => FileType::Symlink,
+        ObjectKind::Fifo => FileType::NamedPipe,
+        ObjectKind::Socket => FileType::Socket,
+        ObjectKind::BlockDevice => FileType::BlockDevice,
+        ObjectKind::CharDevice => FileType::CharDevice,
     }
 }
 
@@ -76,7 +80,7 @@ pub fn file_attr(stat: &Stat) -> FileAttr {
         nlink: 1,
         uid: stat.uid,
         gid: stat.gid,
-        rdev: 0,
+        rdev: stat.rdev as u32,
         blksize: BLOCK_SIZE_BYTES,
         flags: 0,
     }

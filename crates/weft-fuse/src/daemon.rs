@@ -259,7 +259,8 @@ fn fuse_config(options: &MountOptions, config: &Config) -> fuser::Config {
         MountOption::Exec,
         MountOption::NoAtime,
         // A file system any client can write must not grant privileges:
-        // set-uid bits and device nodes on it have no effect.
+        // set-uid bits have no effect, and device nodes can be created and
+        // listed, never opened as devices.
         MountOption::NoSuid,
         MountOption::NoDev,
     ];

@@ -25,8 +25,6 @@ pub fn of(code: ErrorCode) -> Errno {
 
 /// Hard links.
 pub const LINK: Errno = Errno::EPERM;
-/// Special files (FIFO, socket, device).
-pub const MKNOD_SPECIAL: Errno = Errno::EPERM;
 /// Extended attributes: ENOSYS makes the kernel answer EOPNOTSUPP itself
 /// from then on, without another round trip.
 pub const XATTR: Errno = Errno::ENOSYS;

@@ -151,7 +151,7 @@ impl Inner {
     fn attr_ttl(&self, kind: ObjectKind) -> Duration {
         match kind {
             ObjectKind::Metafile | ObjectKind::Datafile => self.options.attr_ttl,
-            ObjectKind::Directory | ObjectKind::Symlink => self.options.entry_ttl,
+            _ => self.options.entry_ttl,
         }
     }
 
@@ -550,15 +550,24 @@ impl Filesystem for WeftFs {
         name: &OsStr,
         mode: u32,
         _umask: u32,
-        _rdev: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
-        if mode & libc::S_IFMT != libc::S_IFREG {
-            return reply.error(errno::MKNOD_SPECIAL);
-        }
+        let special = match mode & libc::S_IFMT {
+            libc::S_IFREG => None,
+            libc::S_IFIFO => Some(ObjectKind::Fifo),
+            libc::S_IFSOCK => Some(ObjectKind::Socket),
+            libc::S_IFBLK => Some(ObjectKind::BlockDevice),
+            libc::S_IFCHR => Some(ObjectKind::CharDevice),
+            _ => return reply.error(Errno::EINVAL),
+        };
         let (client, name) = (self.user(req), name_of(name));
         self.spawn(|fs| async move {
             let result = async {
+                if let Some(kind) = special {
+                    let node = client.mknod_in(handle_of(parent), &name?, kind, mode & 0o7777, rdev.into()).await?;
+                    return client.stat_handle(node).await;
+                }
                 let options = CreateOptions { mode: Some(mode & 0o7777), ..CreateOptions::default() };
                 Ok(client.create_new_in(handle_of(parent), &name?, options).await?.1)
             };

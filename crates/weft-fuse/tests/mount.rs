@@ -493,10 +493,39 @@ fn errors_reach_callers() {
         (Some(1000), format!("os.unlink('{m}/full/x')"), "EACCES"),
         (Some(1000), format!("os.open('{m}/open/mine', os.O_CREAT | os.O_WRONLY, 0o600)"), "OK"),
         (Some(1000), format!("os.chmod('{m}/file', 0o777)"), "EPERM"),
-        // Unsupported calls (see README): hard links, special files, xattrs
+        // Unsupported calls (see README): hard links, xattrs
         // (EOPNOTSUPP, which Python names ENOTSUP: the same number on Linux), locks.
         (None, format!("os.link('{m}/file', '{m}/hard')"), "EPERM"),
-        (None, format!("os.mkfifo('{m}/fifo')"), "EPERM"),
+        (None, format!("os.mkfifo('{m}/file')"), "EEXIST"),
+        // The mount is nodev: a device node is created, never opened as a device.
+        (None, format!("os.mknod('{m}/null', 0o666 | 0o20000, os.makedev(1, 3))"), "OK"),
+        (None, format!("open('{m}/null', 'rb')"), "EACCES"),
+        // A non-owner's write and truncate clear setuid/setgid and proceed
+        // (through the page cache; an O_APPEND handle is direct I/O, where the
+        // kernel asks nothing without FUSE_HANDLE_KILLPRIV_V2: not yet done).
+        (None, format!("open('{m}/suid', 'w').close(); os.chmod('{m}/suid', 0o6777)"), "OK"),
+        (Some(1000), format!("f = open('{m}/suid', 'r+'); f.write('x'); f.close()"), "OK"),
+        (
+            None,
+            format!("assert oct(os.stat('{m}/suid').st_mode & 0o7777) == '0o777', oct(os.stat('{m}/suid').st_mode)"),
+            "OK",
+        ),
+        (None, format!("os.chmod('{m}/suid', 0o4777)"), "OK"),
+        (Some(1000), format!("os.truncate('{m}/suid', 0)"), "OK"),
+        (
+            None,
+            format!("assert oct(os.stat('{m}/suid').st_mode & 0o7777) == '0o777', oct(os.stat('{m}/suid').st_mode)"),
+            "OK",
+        ),
+        // ... but a non-owner still may not change other bits.
+        (Some(1000), format!("os.chmod('{m}/suid', 0o700)"), "EPERM"),
+        // chown clears setuid, and setgid with group-execute.
+        (None, format!("os.chmod('{m}/suid', 0o6755); os.chown('{m}/suid', 1000, 1000)"), "OK"),
+        (
+            None,
+            format!("assert oct(os.stat('{m}/suid').st_mode & 0o7777) == '0o755', oct(os.stat('{m}/suid').st_mode)"),
+            "OK",
+        ),
         (None, format!("os.setxattr('{m}/file', 'user.a', b'1')"), "ENOTSUP"),
         (None, format!("os.getxattr('{m}/file', 'user.a')"), "ENOTSUP"),
         (None, format!("fcntl.lockf(os.open('{m}/file', os.O_RDWR), fcntl.LOCK_EX)"), "ENOLCK"),
@@ -511,6 +540,50 @@ fn errors_reach_callers() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     // The file uid 1000 created is theirs.
     assert_eq!(ok(&format!("stat -c %u {m}/open/mine")).trim(), "1000");
+}
+
+/// Runs `weft fsck` on the cluster and asserts it found nothing.
+fn assert_fsck_clean(cluster: &Cluster) {
+    let fsck = Command::new(weft_testkit::weft_bin())
+        .args(["fsck", "--config"])
+        .arg(&cluster.config_path)
+        .output()
+        .expect("run weft fsck");
+    let report = String::from_utf8_lossy(&fsck.stdout);
+    assert!(fsck.status.success() && report.contains("problems: 0 "), "fsck: {report}");
+}
+
+#[test]
+fn special_files_fifo_device_socket() {
+    let _serial = serial();
+    let cluster = Cluster::start(ClusterOptions::default());
+    let mount = Mount::start(&cluster, &[]);
+    let m = mount.path.display().to_string();
+    // A FIFO: a writer and a reader through it, the bytes pass in order.
+    ok(&format!("mkfifo -m 640 {m}/pipe"));
+    assert_eq!(ok(&format!("stat -c '%F %a' {m}/pipe")).trim(), "fifo 640");
+    let out = ok(&format!("(seq 1 1000 > {m}/pipe &) ; cat {m}/pipe | sha256sum"));
+    let expected = ok("seq 1 1000 | sha256sum");
+    assert_eq!(out, expected);
+    // Character and block device nodes keep their device numbers.
+    ok(&format!("mknod -m 600 {m}/chr c 10 200 && mknod {m}/blk b 7 3"));
+    assert_eq!(ok(&format!("stat -c '%F %a %t %T' {m}/chr")).trim(), "character special file 600 a c8");
+    assert_eq!(ok(&format!("stat -c '%F %t %T' {m}/blk")).trim(), "block special file 7 3");
+    // A UNIX socket bound on the mount: a client connects through its name.
+    let script = format!(
+        "import socket, os\np = '{m}/sock'\ns = socket.socket(socket.AF_UNIX)\ns.bind(p)\ns.listen(1)\n\
+         c = socket.socket(socket.AF_UNIX)\nc.connect(p)\na, _ = s.accept()\nc.sendall(b'ping')\n\
+         print(a.recv(4).decode(), oct(os.stat(p).st_mode >> 12))"
+    );
+    let out = Command::new("timeout").args(["60", "/usr/bin/python3", "-c", &script]).output().expect("python3");
+    assert!(out.status.success(), "socket: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ping 0o14");
+    // Listed with their types; removed like files.
+    assert_eq!(ok(&format!("find {m} -mindepth 1 -printf '%y %f\\n' | sort")), "b blk\nc chr\np pipe\ns sock\n");
+    ok(&format!("rm {m}/pipe {m}/chr {m}/blk {m}/sock"));
+    assert_eq!(ok(&format!("ls -A {m}")), "");
+    drop(mount);
+    assert_fsck_clean(&cluster);
 }
 
 /// The server holding a handle (inode number), from the cluster's configuration.

@@ -180,6 +180,10 @@ pub unsafe extern "C" fn weft_mpiio_posix_stat(path: *const c_char, follow: c_in
         let kind = match stat.kind {
             ObjectKind::Directory => libc::S_IFDIR,
             ObjectKind::Symlink => libc::S_IFLNK,
+            ObjectKind::Fifo => libc::S_IFIFO,
+            ObjectKind::Socket => libc::S_IFSOCK,
+            ObjectKind::BlockDevice => libc::S_IFBLK,
+            ObjectKind::CharDevice => libc::S_IFCHR,
             ObjectKind::Metafile | ObjectKind::Datafile => libc::S_IFREG,
         };
         let posix = PosixStat {

@@ -46,6 +46,22 @@ pub enum ObjectKind {
     Directory,
     /// A symbolic link.
     Symlink,
+    /// A named pipe (FIFO): a metadata object only; its I/O is the kernel's.
+    Fifo,
+    /// A UNIX-domain socket's name: a metadata object only.
+    Socket,
+    /// A block device node (`rdev` names the device); the mount is `nodev`.
+    BlockDevice,
+    /// A character device node (`rdev` names the device); the mount is `nodev`.
+    CharDevice,
+}
+
+impl ObjectKind {
+    /// Whether this is a special file (FIFO, socket, device node): a
+    /// metadata object with no bytes of its own.
+    pub fn is_special(self) -> bool {
+        matches!(self, ObjectKind::Fifo | ObjectKind::Socket | ObjectKind::BlockDevice | ObjectKind::CharDevice)
+    }
 }
 
 /// A point in time, nanoseconds since the Unix epoch.
@@ -82,6 +98,8 @@ pub struct Attributes {
     pub local_size: u64,
     /// Directory: its parent (the root names itself).
     pub parent: Option<Handle>,
+    /// Device node: the device number (Linux `dev_t` encoding); 0 otherwise.
+    pub rdev: u64,
 }
 
 /// Size and modification time of one datafile.
@@ -120,6 +138,13 @@ pub enum NewObject {
     Symlink {
         /// Link target.
         target: String,
+    },
+    /// A special file (`kind` is one for which [`ObjectKind::is_special`] holds).
+    Special {
+        /// FIFO, socket, block or character device.
+        kind: ObjectKind,
+        /// Device number (device nodes; 0 for FIFOs and sockets).
+        rdev: u64,
     },
 }
 

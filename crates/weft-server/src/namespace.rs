@@ -72,6 +72,13 @@ pub fn create_object(
             }
             (ObjectKind::Symlink, Box::new(move |r: &mut ObjectRecord| r.symlink_target = Some(target)))
         }
+        NewObject::Special { kind, rdev } => {
+            if !kind.is_special() {
+                return Err(ErrorCode::Invalid);
+            }
+            let is_device = matches!(kind, ObjectKind::BlockDevice | ObjectKind::CharDevice);
+            (kind, Box::new(move |r: &mut ObjectRecord| r.rdev = if is_device { rdev } else { 0 }))
+        }
     };
     let mode = if kind == ObjectKind::Symlink { 0o777 } else { mode };
     let mut record = ObjectRecord::new(kind, mode, cred.uid, cred.gid, now);
@@ -105,10 +112,21 @@ fn resolve_time(time: TimeSet, now: TimeNs) -> TimeNs {
     }
 }
 
+/// The setuid and setgid bits.
+const SUID_SGID: u32 = 0o6000;
+
 /// Checks who may apply `changes` to `record`.
 fn check_setattr(cred: &Credentials, record: &ObjectRecord, changes: &AttrChanges) -> WeftResult<()> {
     // `parent` is bookkeeping for rename's loop check, set by whoever may rename.
-    if changes.mode.is_some() || changes.default_distribution.is_some() {
+    // A mode change that only clears setuid/setgid is the kernel's kill-priv
+    // on a write or truncate: anyone who may write the file may ask for it.
+    let kills_privileges_only = changes.mode.is_some_and(|m| {
+        let m = m & 0o7777;
+        m != record.mode && m & !record.mode == 0 && m | SUID_SGID == record.mode | SUID_SGID
+    });
+    if kills_privileges_only && perm::check_owner(cred, record).is_err() {
+        perm::check(cred, record, WRITE)?;
+    } else if changes.mode.is_some() || changes.default_distribution.is_some() {
         perm::check_owner(cred, record)?;
     }
     if let Some(uid) = changes.uid {
@@ -150,6 +168,14 @@ pub fn set_attr(w: &Writer<'_>, cred: &Credentials, handle: Handle, changes: Att
     }
     if let Some(gid) = changes.gid {
         record.gid = gid;
+    }
+    // chown clears setuid on files, and setgid where it means "run as the
+    // group" (group-execute set), as Linux does; directories keep both.
+    if (changes.uid.is_some() || changes.gid.is_some()) && record.kind != ObjectKind::Directory {
+        record.mode &= !0o4000;
+        if record.mode & 0o010 != 0 {
+            record.mode &= !0o2000;
+        }
     }
     if let Some(t) = changes.atime {
         record.atime_ns = resolve_time(t, now);

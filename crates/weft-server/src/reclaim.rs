@@ -81,7 +81,12 @@ impl Cluster {
                 w.delete_handle_row(HandleTable::Reserved, handle)?;
                 Ok(Removed::Bytestream(handle))
             }
-            ObjectKind::Directory | ObjectKind::Symlink => Ok(Removed::Nothing),
+            ObjectKind::Directory
+            | ObjectKind::Symlink
+            | ObjectKind::Fifo
+            | ObjectKind::Socket
+            | ObjectKind::BlockDevice
+            | ObjectKind::CharDevice => Ok(Removed::Nothing),
         }
     }
 

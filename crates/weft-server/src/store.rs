@@ -162,9 +162,12 @@ pub struct ObjectRecord {
     pub symlink_target: Option<String>,
     /// Directory parent.
     pub parent: Option<Handle>,
-    /// Size tracking ([`crate::growth`]); the last field, absent in
-    /// records written before it (they decode as `None`).
+    /// Size tracking ([`crate::growth`]); absent in records written
+    /// before it (they decode as `None`).
     pub tracking: Option<SizeTracking>,
+    /// Device node: its device number; 0 for every other kind. The last
+    /// field, absent in records written before it (they decode as 0).
+    pub rdev: u64,
 }
 
 /// What a record keeps for exact sizes without a gather per stat.
@@ -195,6 +198,7 @@ impl ObjectRecord {
             symlink_target: None,
             parent: None,
             tracking: None,
+            rdev: 0,
         }
     }
 
@@ -205,11 +209,12 @@ impl ObjectRecord {
 
     /// Decodes a stored record; corruption is an I/O error.
     pub fn decode(bytes: &[u8]) -> WeftResult<ObjectRecord> {
-        let record: ObjectRecord = match postcard::from_bytes(bytes) {
-            Ok(record) => record,
-            // Written before `tracking` existed: the same bytes with it `None`.
-            Err(_) => postcard::from_bytes(&[bytes, &[0u8]].concat()).map_err(|_| ErrorCode::Io)?,
-        };
+        // Older records lack trailing fields: written before `rdev` existed,
+        // the same bytes with it 0; before `tracking` too, with it `None`.
+        let record: ObjectRecord = postcard::from_bytes(bytes)
+            .or_else(|_| postcard::from_bytes(&[bytes, &[0u8]].concat()))
+            .or_else(|_| postcard::from_bytes(&[bytes, &[0u8, 0u8]].concat()))
+            .map_err(|_| ErrorCode::Io)?;
         if record.next_sequence == 0 {
             return Err(ErrorCode::Io);
         }
@@ -233,6 +238,7 @@ impl ObjectRecord {
             symlink_target: self.symlink_target.clone(),
             local_size,
             parent: self.parent,
+            rdev: self.rdev,
         }
     }
 }
@@ -244,6 +250,10 @@ pub fn kind_tag(kind: ObjectKind) -> u8 {
         ObjectKind::Datafile => 2,
         ObjectKind::Directory => 3,
         ObjectKind::Symlink => 4,
+        ObjectKind::Fifo => 5,
+        ObjectKind::Socket => 6,
+        ObjectKind::BlockDevice => 7,
+        ObjectKind::CharDevice => 8,
     }
 }
 
@@ -254,6 +264,10 @@ pub fn kind_from_tag(tag: u8) -> WeftResult<ObjectKind> {
         2 => Ok(ObjectKind::Datafile),
         3 => Ok(ObjectKind::Directory),
         4 => Ok(ObjectKind::Symlink),
+        5 => Ok(ObjectKind::Fifo),
+        6 => Ok(ObjectKind::Socket),
+        7 => Ok(ObjectKind::BlockDevice),
+        8 => Ok(ObjectKind::CharDevice),
         _ => Err(ErrorCode::Io),
     }
 }
@@ -781,6 +795,31 @@ mod tests {
 
     fn record(mode: u32) -> ObjectRecord {
         ObjectRecord::new(ObjectKind::Metafile, mode, 0, 0, 1)
+    }
+
+    #[test]
+    fn records_without_trailing_fields_decode_and_kind_tags_round_trip() {
+        let mut device = ObjectRecord::new(ObjectKind::CharDevice, 0o600, 0, 0, 1);
+        device.rdev = 0x0a_c8;
+        assert_eq!(ObjectRecord::decode(&device.encode()).unwrap(), device);
+        // Written before `rdev` (its one byte, 0, missing), and before `tracking` too.
+        let plain = record(0o644);
+        let full = plain.encode();
+        assert_eq!(*full.last().unwrap(), 0);
+        assert_eq!(ObjectRecord::decode(&full[..full.len() - 1]).unwrap(), plain);
+        assert_eq!(ObjectRecord::decode(&full[..full.len() - 2]).unwrap(), plain);
+        for kind in [
+            ObjectKind::Metafile,
+            ObjectKind::Datafile,
+            ObjectKind::Directory,
+            ObjectKind::Symlink,
+            ObjectKind::Fifo,
+            ObjectKind::Socket,
+            ObjectKind::BlockDevice,
+            ObjectKind::CharDevice,
+        ] {
+            assert_eq!(kind_from_tag(kind_tag(kind)).unwrap(), kind);
+        }
     }
 
     #[test]
