@@ -333,6 +333,10 @@ pub unsafe extern "C" fn weft_mpiio_posix_readdir(
                 ObjectKind::Directory => libc::DT_DIR,
                 ObjectKind::Symlink => libc::DT_LNK,
                 ObjectKind::Metafile | ObjectKind::Datafile => libc::DT_REG,
+                ObjectKind::Fifo => libc::DT_FIFO,
+                ObjectKind::Socket => libc::DT_SOCK,
+                ObjectKind::BlockDevice => libc::DT_BLK,
+                ObjectKind::CharDevice => libc::DT_CHR,
             };
             packed.push(kind);
             packed.extend_from_slice(&entry.handle.0.to_ne_bytes());
