@@ -487,7 +487,7 @@ impl Dlm {
             state.requests.insert(id, LockRequest { owner, file: handle, exclusive, pieces, granted: 0, waiter: None });
             Self::step(&mut state, id, until, block)
         };
-        self.finish(step, wait_ms).await
+        self.finish(owner, step, wait_ms).await
     }
 
     /// Grants more of a request; see `Request::DlmContinue`.
@@ -502,7 +502,7 @@ impl Dlm {
             }
             Self::step(&mut state, request, until, block)
         };
-        self.finish(step, wait_ms).await
+        self.finish(owner, step, wait_ms).await
     }
 
     fn step(state: &mut State, id: u64, until: u64, block: bool) -> Step {
@@ -521,7 +521,10 @@ impl Dlm {
         Step::Wait(id, receiver)
     }
 
-    async fn finish(&self, step: Step, wait_ms: u32) -> WeftResult<Grant> {
+    /// Waits (bounded by `wait_ms`) for a blocked request of `owner`; the
+    /// owner's lease is renewed at every tick, so a wait longer than a
+    /// lease does not expire the waiter itself.
+    async fn finish(&self, owner: u64, step: Step, wait_ms: u32) -> WeftResult<Grant> {
         let (id, mut receiver) = match step {
             Step::Done(grant) => return Ok(grant),
             Step::Wait(id, receiver) => (id, receiver),
@@ -537,8 +540,12 @@ impl Dlm {
             if tokio::time::Instant::now() >= deadline {
                 break;
             }
+            let now = Instant::now();
+            let mut state = self.state();
+            // A waiting owner is alive: renew it (an owner already forgotten stays so).
+            let _ = state.touch(owner, now, None);
             // Hands on the locks of expired holders (no background task).
-            self.state().sweep_if_due(Instant::now());
+            state.sweep_if_due(now);
         }
         let mut state = self.state();
         match state.unblock(id) {
