@@ -124,9 +124,11 @@ pub struct UmountArgs {
     lazy: bool,
 }
 
-pub fn mount(config: Option<PathBuf>, args: MountArgs) -> Result<(), String> {
-    let config = load_config(config)?;
+pub fn mount(config_path: Option<PathBuf>, args: MountArgs) -> Result<(), String> {
+    let config = load_config(config_path.clone())?;
     let options = weft_fuse::MountOptions {
+        // Absolute before a daemon changes directory (recorded in the mount's source).
+        config_path: config_path.as_deref().and_then(|p| std::path::absolute(p).ok()),
         attr_ttl: Duration::from_millis(args.attr_ttl_ms),
         entry_ttl: Duration::from_millis(args.entry_ttl_ms),
         request_timeout: Duration::from_millis(args.request_timeout_ms),

@@ -249,11 +249,23 @@ fn detach(log: &std::fs::File) {
     }
 }
 
+/// The mount's source: `weft:NAME`, and `@PATH` of the configuration when
+/// known (absolute; `libweft_mpiio` reads it, see `MountOptions::config_path`).
+fn mount_source(options: &MountOptions, config: &Config) -> String {
+    let name = &config.filesystem.name;
+    let path = options.config_path.as_ref().and_then(|p| std::path::absolute(p).ok());
+    match path.as_ref().and_then(|p| p.to_str()) {
+        // A comma would split the option string fusermount3 builds.
+        Some(path) if !path.contains(',') => format!("weft:{name}@{path}"),
+        _ => format!("weft:{name}"),
+    }
+}
+
 /// The kernel-side mount options.
 fn fuse_config(options: &MountOptions, config: &Config) -> fuser::Config {
     let mut fuse = fuser::Config::default();
     fuse.mount_options = vec![
-        MountOption::FSName(format!("weft:{}", config.filesystem.name)),
+        MountOption::FSName(mount_source(options, config)),
         MountOption::Subtype("weft".to_string()),
         MountOption::RW,
         MountOption::Exec,

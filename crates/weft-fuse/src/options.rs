@@ -48,6 +48,12 @@ pub struct MountOptions {
     pub writeback_cache: bool,
     /// Threads of the runtime answering requests.
     pub worker_threads: usize,
+    /// The configuration file the mount was made with, recorded in the
+    /// mount's source (`weft:NAME@PATH`, shown by `/proc/self/mountinfo`
+    /// and `df`) so that `libweft_mpiio` can open files named by mount path
+    /// natively without `WEFT_CONFIG`. Made absolute at mount time; `None`
+    /// gives the source `weft:NAME`.
+    pub config_path: Option<std::path::PathBuf>,
 }
 
 impl Default for MountOptions {
@@ -63,6 +69,7 @@ impl Default for MountOptions {
             default_permissions: true,
             writeback_cache: false,
             worker_threads: 2,
+            config_path: None,
         }
     }
 }

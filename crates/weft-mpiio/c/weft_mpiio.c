@@ -25,6 +25,8 @@
 static void weft_fortran_forget(weft_file *file); /* Fortran handle table, below */
 
 #define WEFT_PREFIX "weft:"
+/* Longest Weft path a mount path resolves to (src/mounts.rs). */
+#define WEFT_MOUNT_PATH_MAX 4096
 #define WEFT_BLOB_BYTES_MAX 65536
 #define WEFT_TYPE_DEPTH_MAX 64
 #define WEFT_ERRHANDLERS_MAX 64
@@ -431,7 +433,8 @@ static int weft_is_path(const char *path) { return path && strncmp(path, WEFT_PR
  * caller frees it) holding the program's hints plus the file's, or
  * MPI_INFO_NULL when there is no such file. Each rank reads the file
  * itself (no collective: ranks whose environment differs cannot hang). */
-static int weft_open_with(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh);
+/* Opens the Weft file `path` (no `weft:` prefix), collectively on `comm`. */
+static int weft_open_with(MPI_Comm comm, const char *path, int amode, MPI_Info info, MPI_File *fh);
 
 static MPI_Info weft_romio_hints(MPI_Info info) {
     const char *name = getenv("ROMIO_HINTS");
@@ -455,16 +458,36 @@ static MPI_Info weft_romio_hints(MPI_Info info) {
     return merged;
 }
 
+/* Plain paths on a Weft mount (src/mounts.rs): 1 with the Weft path in
+ * `path` if every rank of `comm` resolved `filename` to a Weft file (one
+ * allreduce; a rank alone on a Weft mount must not open natively while the
+ * others go through PMPI). Not with WEFT_MPIIO_MOUNT_PATHS=0. */
+static int weft_mount_path(MPI_Comm comm, const char *filename, char *path, size_t cap) {
+    int inter = 0;
+    if (!filename || comm == MPI_COMM_NULL || !weft_mpiio_mount_enabled()) return 0;
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return 0;
+    int mine = weft_mpiio_mount_resolve(filename, path, cap), all = 0;
+    PMPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm);
+    if (mine && !all)
+        fprintf(stderr, "libweft_mpiio: %s is on a Weft mount here but not on every rank: through the MPI library\n",
+                filename);
+    return all;
+}
+
 int weft_hw_MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh) {
-    if (!weft_is_path(filename)) return PMPI_File_open(comm, filename, amode, info, fh);
+    char mounted[WEFT_MOUNT_PATH_MAX];
+    const char *path;
+    if (weft_is_path(filename)) path = filename + strlen(WEFT_PREFIX);
+    else if (weft_mount_path(comm, filename, mounted, sizeof mounted)) path = mounted;
+    else return PMPI_File_open(comm, filename, amode, info, fh);
     MPI_Info defaults = weft_romio_hints(info);
-    int rc = weft_open_with(comm, filename, amode, defaults != MPI_INFO_NULL ? defaults : info, fh);
+    int rc = weft_open_with(comm, path, amode, defaults != MPI_INFO_NULL ? defaults : info, fh);
     if (defaults != MPI_INFO_NULL) PMPI_Info_free(&defaults);
+    if (rc == MPI_SUCCESS && path == mounted) weft_mpiio_mount_remember(((weft_file *)*fh)->id, filename);
     return rc;
 }
 
-static int weft_open_with(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh) {
-    const char *path = filename + strlen(WEFT_PREFIX);
+static int weft_open_with(MPI_Comm comm, const char *path, int amode, MPI_Info info, MPI_File *fh) {
     uint32_t bits = weft_amode_bits(amode);
     int rank;
     PMPI_Comm_rank(comm, &rank);
@@ -505,8 +528,12 @@ static int weft_open_with(MPI_Comm comm, const char *filename, int amode, MPI_In
 }
 
 int weft_hw_MPI_File_delete(const char *filename, MPI_Info info) {
-    if (!weft_is_path(filename)) return PMPI_File_delete(filename, info);
-    return weft_raise_null(weft_mpi_class(weft_mpiio_unlink(filename + strlen(WEFT_PREFIX))));
+    char mounted[WEFT_MOUNT_PATH_MAX];
+    if (weft_is_path(filename)) return weft_raise_null(weft_mpi_class(weft_mpiio_unlink(filename + strlen(WEFT_PREFIX))));
+    /* Not collective: each caller resolves a mount path for itself. */
+    if (filename && weft_mpiio_mount_resolve(filename, mounted, sizeof mounted))
+        return weft_raise_null(weft_mpi_class(weft_mpiio_unlink(mounted)));
+    return PMPI_File_delete(filename, info);
 }
 
 static void weft_free_view_types(weft_file *file) {
@@ -522,6 +549,7 @@ static int weft_close(weft_file *file, int retire) {
     PMPI_Barrier(file->comm);
     weft_shared_teardown(file); /* shared.c */
     int rc = weft_mpi_class(weft_mpiio_detach(file->id, file->rank == 0));
+    weft_mpiio_mount_refresh(file->id, 1); /* opened by mount path: this node's mount sees it now */
     PMPI_Barrier(file->comm);
     weft_fortran_forget(file);
     weft_free_view_types(file);
@@ -711,6 +739,7 @@ int weft_impl_MPI_File_call_errhandler(MPI_File fh, int errorcode) {
 int weft_impl_MPI_File_sync(MPI_File fh) {
     weft_file *file = (weft_file *)fh;
     int rc = weft_mpi_class(weft_mpiio_sync(file->id));
+    weft_mpiio_mount_refresh(file->id, 0);
     PMPI_Barrier(file->comm);
     return weft_raise(file, rc);
 }

@@ -63,4 +63,10 @@ int weft_mpiio_coll_read_window(uint64_t id, int64_t lo, int64_t hi, int64_t reg
                                 uint8_t *data, int64_t len);
 int weft_mpiio_coll_strip(uint64_t id, int64_t *strip_bytes);
 int weft_mpiio_data_requests(int64_t *requests, int64_t *bytes);
+/* Plain paths on a Weft mount (src/mounts.rs): resolve returns 1 with the
+ * Weft path, 0 if `name` is not on a Weft mount this process serves. */
+int weft_mpiio_mount_enabled(void);
+int weft_mpiio_mount_resolve(const char *name, char *weft_path, size_t cap);
+void weft_mpiio_mount_remember(uint64_t id, const char *name);
+void weft_mpiio_mount_refresh(uint64_t id, int forget);
 #endif

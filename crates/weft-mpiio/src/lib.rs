@@ -14,6 +14,7 @@
 //! Layout:
 //! - [`error`]: Weft errors to flavour-neutral MPI error classes.
 //! - [`runtime`]: the lazily started client (configuration from `WEFT_CONFIG`).
+//! - [`mounts`]: plain paths on a Weft FUSE mount, resolved to Weft files.
 //! - [`types`]: datatype programs to dataloops, and the type registry.
 //! - [`file`]: open files: view, individual file pointer, reads and writes.
 //! - [`ffi`]: the narrow C ABI, every call behind a panic guard.
@@ -32,6 +33,7 @@ pub mod collective;
 pub mod error;
 pub mod ffi;
 pub mod file;
+pub mod mounts;
 pub mod nonblocking;
 pub mod posix;
 pub mod posix_writable;

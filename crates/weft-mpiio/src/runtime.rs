@@ -1,8 +1,9 @@
 //! The client runtime, started on first use (never at load time: the
 //! library is also preloaded into `mpirun`, shells and Python).
 //!
-//! The configuration comes from `WEFT_CONFIG`. A failed start is not
-//! cached, so a later call can succeed once the variable is set.
+//! The configuration comes from `WEFT_CONFIG`, or, without it, from the
+//! Weft mount a plain path was resolved on ([`crate::mounts`]). A failed
+//! start is not cached, so a later call can succeed once the variable is set.
 //!
 //! Fork: a child process has none of its parent's runtime threads, so the
 //! client records the process id it was started in; a forked child that
@@ -32,7 +33,10 @@ pub fn client() -> MpiResult<&'static BlockingClient> {
             return Ok(client);
         }
     }
-    let path = std::env::var_os("WEFT_CONFIG").ok_or(MpiClass::Io)?;
+    let path = std::env::var_os("WEFT_CONFIG")
+        .map(std::path::PathBuf::from)
+        .or_else(crate::mounts::adopted_config)
+        .ok_or(MpiClass::Io)?;
     let config = weft_config::Config::load(std::path::Path::new(&path)).map_err(|_| MpiClass::Io)?;
     let client: &'static BlockingClient =
         Box::leak(Box::new(BlockingClient::new(config, ClientOptions::default(), RUNTIME_THREADS)?));

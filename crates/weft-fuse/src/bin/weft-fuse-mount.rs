@@ -64,10 +64,11 @@ fn run(args: Args) -> Result<(), String> {
     let config_path =
         args.config.or_else(|| std::env::var_os("WEFT_CONFIG").map(PathBuf::from)).ok_or("--config missing")?;
     let config = weft_config::Config::load(&config_path).map_err(|e| e.to_string())?;
+    let options = weft_fuse::MountOptions { config_path: std::path::absolute(&config_path).ok(), ..args.options };
     if args.daemon {
-        return weft_fuse::daemonize_then_mount(config, mountpoint, args.options, args.log);
+        return weft_fuse::daemonize_then_mount(config, mountpoint, options, args.log);
     }
-    weft_fuse::run_mount(config, mountpoint, args.options)
+    weft_fuse::run_mount(config, mountpoint, options)
 }
 
 fn main() -> ExitCode {

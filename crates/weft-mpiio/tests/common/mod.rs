@@ -244,3 +244,82 @@ pub fn weft_file_bytes(cluster: &Cluster, path: &str) -> Vec<u8> {
     bytes.truncate(got);
     bytes
 }
+
+/// Whether `path` is a mount point (from `/proc/self/mountinfo`; a `stat`
+/// of a mount whose daemon died would hang or fail).
+pub fn is_mounted(path: &Path) -> bool {
+    let wanted = path.to_string_lossy().replace(' ', "\\040");
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    table.lines().any(|line| line.split(' ').nth(4) == Some(wanted.as_str()))
+}
+
+/// A FUSE mount of a test cluster (`weft mount` in the foreground, a child
+/// that dies with the test); unmounted and stopped on drop, also when the
+/// test fails. Attributes and names are cached for a minute, so that a
+/// stale `stat` would show (the mount drops a file's cache at open).
+pub struct Mount {
+    child: Option<std::process::Child>,
+    pub path: PathBuf,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Mount {
+    pub fn start(cluster: &Cluster) -> Mount {
+        let dir = tempfile::Builder::new().prefix("weft-mpiio-mnt-").tempdir().expect("temp dir");
+        let path = dir.path().join("mnt");
+        std::fs::create_dir(&path).expect("mount point");
+        let log = dir.path().join("mount.log");
+        let child = command_dying_with_parent(&weft_testkit::weft_bin())
+            .arg("--config")
+            .arg(&cluster.config_path)
+            .args(["mount", "--attr-ttl-ms", "60000", "--entry-ttl-ms", "60000"])
+            .arg(&path)
+            .env("WEFT_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .spawn()
+            .expect("spawn weft mount");
+        let mut mount = Mount { child: Some(child), path, log, _dir: dir };
+        let start = Instant::now();
+        while !is_mounted(&mount.path) {
+            if let Some(Ok(Some(status))) = mount.child.as_mut().map(|c| c.try_wait()) {
+                panic!("weft mount exited with {status}: {}", mount.log_text());
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "not mounted after 60 s: {}", mount.log_text());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        mount
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `relative` under the mount point, as a string for program arguments.
+    pub fn at(&self, relative: &str) -> String {
+        self.path.join(relative).to_str().expect("utf-8 path").to_string()
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: signalling our own child (it unmounts on SIGTERM).
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(10) {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if is_mounted(&self.path) {
+            let _ = Command::new("fusermount3").arg("-uz").arg(&self.path).status();
+        }
+    }
+}
