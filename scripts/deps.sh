@@ -7,6 +7,8 @@ set -euo pipefail
 packages=(gcc make pkg-config bc fuse3 libfuse3-dev fio openmpi-bin libopenmpi-dev mpich libmpich-dev python3 binutils
   # MPI-IO libraries for tests/mpi_libs.rs (Debian builds both against OpenMPI)
   libhdf5-openmpi-dev hdf5-tools libpnetcdf-dev
+  # h5py's MPI build for /usr/bin/python3 (tests/mpi_libs.rs openmpi_h5py_mpio)
+  python3-h5py-mpi python3-mpi4py
   # MUNGE authentication (tests start their own munged)
   munge
   # Fortran MPI programs (tests/mpi_pmpi.rs; mpifort, mpifort.mpich)

@@ -218,6 +218,44 @@ fn openmpi_hdf5_serial_and_parallel() {
     hdf5_runs_match_local_size("hdf5_serial", "/h5/serial.h5", &[None]);
 }
 
+/// The same program on a plain path on a Weft mount (issues 23 item 4 and
+/// 24 item 3): rank 0's serial steps (sec2) go through the kernel and the
+/// mount, the parallel steps (mpio) go native by mount path, so each side
+/// must see the other's bytes after close, both ways (serial create →
+/// parallel write → serial reopen and extend → parallel read; every value
+/// checked by the program). The job's process must have sent Weft data
+/// requests; the file read through the mount is byte-identical to what the
+/// native client reads, and has the local run's size.
+#[test]
+fn openmpi_hdf5_serial_and_parallel_on_mount() {
+    let (package, name) = ("hdf5-openmpi", "hdf5_serial");
+    let flavour = Flavour::OpenMpi;
+    require(flavour);
+    require_library(package, "libhdf5-openmpi-dev");
+    let _one_at_a_time = exclusive();
+    let cluster = Cluster::start(ClusterOptions::default());
+    let mount = Mount::start(&cluster);
+    let binary = library_program(name, package);
+    let config = Some(cluster.config_path.as_path());
+    std::fs::create_dir(mount.path.join("h5")).expect("mkdir through the mount");
+    let path = mount.at("h5/serial.h5");
+    let run = run_job(flavour, &binary, &[&path], config, true);
+    let ok = run.stdout.lines().find(|l| l.starts_with("hdf5_serial OK")).unwrap_or_else(|| {
+        panic!("{name} {path}:\n{}{}", run.stdout, run.stderr);
+    });
+    let requests: u64 = ok.rsplit_once("requests=").and_then(|(_, n)| n.trim().parse().ok()).expect("requests=N");
+    assert!(requests > 0, "the parallel steps did not go native: {ok}");
+    let through_mount = std::fs::read(&path).expect("read through the mount");
+    assert!(through_mount == weft_file_bytes(&cluster, "/h5/serial.h5"), "the mount and Weft disagree");
+    let local = tempfile::tempdir().expect("local dir");
+    let reference = local.path().join(name);
+    let run = run_job(flavour, &binary, &[reference.to_str().expect("utf-8")], config, true);
+    assert!(run.stdout.contains("hdf5_serial OK"), "{}{}", run.stdout, run.stderr);
+    let romio = std::fs::read(&reference).expect("ROMIO's file");
+    assert_eq!(through_mount.len(), romio.len(), "the mount-path file differs in size from the local run's");
+    drop(mount);
+}
+
 /// HDF5's linked-chunk collective I/O (`H5FD_MPIO_CHUNK_ONE_IO`) over
 /// 6,000 chunks per rank (`tests/c/hdf5_chunks.c`): one MPI struct type with
 /// an entry per chunk, each its own derived type — beyond the 4,096 entries
@@ -229,4 +267,53 @@ fn openmpi_hdf5_serial_and_parallel() {
 #[test]
 fn openmpi_hdf5_linked_chunks() {
     hdf5_runs_match_local_size("hdf5_chunks", "/chunks.h5", &[Some("6000")]);
+}
+
+/// The h5py path (issue 24): Debian's `python3-h5py-mpi` and
+/// `python3-mpi4py` under `/usr/bin/python3` (built against OpenMPI),
+/// `h5py.File(name, driver="mpio", comm=...)` with libweft_mpiio preloaded
+/// (`tests/python/h5py_mpio.py`). Four jobs: write and read back a
+/// `weft:` name; read it again in a new job; write by a plain path on a
+/// Weft mount (native: Weft data requests sent) and read that file back by
+/// its `weft:` name; the same program on a local file (ROMIO), whose size
+/// the Weft files must have.
+#[test]
+fn openmpi_h5py_mpio() {
+    let flavour = Flavour::OpenMpi;
+    require(flavour);
+    let python = Path::new("/usr/bin/python3");
+    let probe = Command::new(python).args(["-c", "import mpi4py, h5py._debian_h5py_mpi"]).output();
+    assert!(
+        probe.as_ref().is_ok_and(|out| out.status.success()),
+        "/usr/bin/python3 cannot import mpi4py and h5py's MPI build: scripts/deps.sh installs python3-h5py-mpi and \
+         python3-mpi4py, or leave the MPI tests out with WEFT_SKIP_MPI=1 scripts/test.sh"
+    );
+    let _one_at_a_time = exclusive();
+    let cluster = Cluster::start(ClusterOptions::default());
+    let config = Some(cluster.config_path.as_path());
+    let script = crate_dir().join("tests").join("python").join("h5py_mpio.py");
+    let script = script.to_str().expect("utf-8");
+    let job = |args: &[&str]| {
+        let mut all = vec![script];
+        all.extend_from_slice(args);
+        let run = run_job(flavour, python, &all, config, true);
+        let ok = run.stdout.lines().find(|l| l.starts_with("h5py_mpio OK")).map(str::to_string);
+        let ok = ok.unwrap_or_else(|| panic!("h5py {args:?}:\n{}{}", run.stdout, run.stderr));
+        ok.rsplit_once("requests=").and_then(|(_, n)| n.trim().parse::<u64>().ok()).expect("requests=N")
+    };
+    assert!(job(&["weft:/h5py.h5", "both"]) > 0, "weft: name without Weft requests");
+    assert!(job(&["weft:/h5py.h5", "read"]) > 0, "weft: name without Weft requests");
+    let mount = Mount::start(&cluster);
+    assert!(job(&[&mount.at("mounted.h5"), "write"]) > 0, "the mount path did not go native");
+    assert!(job(&["weft:/mounted.h5", "read"]) > 0, "weft: name without Weft requests");
+    drop(mount);
+    let local = tempfile::tempdir().expect("local dir");
+    let reference = local.path().join("h5py.h5");
+    assert_eq!(job(&[reference.to_str().expect("utf-8"), "both"]), 0, "a local file went to Weft");
+    let romio = std::fs::read(&reference).expect("the local file");
+    for name in ["/h5py.h5", "/mounted.h5"] {
+        let stored = weft_file_bytes(&cluster, name);
+        assert!(stored.starts_with(b"\x89HDF\r\n\x1a\n"), "{name} is not an HDF5 file");
+        assert_eq!(stored.len(), romio.len(), "{name} differs in size from the local run's file");
+    }
 }

@@ -14,7 +14,11 @@
  * 4. all ranks, parallel: H5Fopen(PATH, RDONLY); every rank checks all
  *    three datasets (collective reads); closes.
  * Between the steps MPI_Barrier. Prints "hdf5_serial OK" on rank 0 when
- * every rank checked everything. */
+ * every rank checked everything, with "requests=N": the Weft data requests
+ * rank 0's process sent (weft_mpiio_data_requests, found with dlsym; 0
+ * without libweft_mpiio or when the file went through ROMIO). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <hdf5.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -165,7 +169,11 @@ int main(int argc, char **argv) {
     long total = 0;
     MPI_Allreduce(&bad, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) {
-        if (total == 0) printf("hdf5_serial OK (%s, %d ranks)\n", path, nprocs);
+        int (*counter)(int64_t *, int64_t *) =
+            (int (*)(int64_t *, int64_t *))dlsym(RTLD_DEFAULT, "weft_mpiio_data_requests");
+        int64_t requests = 0, bytes = 0;
+        if (counter) counter(&requests, &bytes);
+        if (total == 0) printf("hdf5_serial OK (%s, %d ranks) requests=%lld\n", path, nprocs, (long long)requests);
         else printf("hdf5_serial FAILED: %ld wrong values\n", total);
     }
     MPI_Finalize();
