@@ -16,6 +16,8 @@
 //! - [`runtime`]: the lazily started client (configuration from `WEFT_CONFIG`).
 //! - [`mounts`]: plain paths on a Weft FUSE mount, resolved to Weft files.
 //! - [`types`]: datatype programs to dataloops, and the type registry.
+//! - [`compact`]: struct/indexed types beyond the dataloop's limits as
+//!   compact loops (a repeating period of entries).
 //! - [`file`]: open files: view, individual file pointer, reads and writes.
 //! - [`ffi`]: the narrow C ABI, every call behind a panic guard.
 //! - [`nonblocking`]: accesses moving in the background, completed from
@@ -30,6 +32,7 @@
 
 pub mod atomic_locks;
 pub mod collective;
+pub mod compact;
 pub mod error;
 pub mod ffi;
 pub mod file;

@@ -29,10 +29,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use weft_dataloop::{mpi_types, Dataloop, Distribution, DistributionArg, Order};
+use weft_dataloop::{mpi_types, BuildError, Dataloop, Distribution, DistributionArg, Order};
 
 use weft_proto::limits;
 
+use crate::compact;
 use crate::error::{MpiClass, MpiResult};
 
 /// Reads operands of a program, failing on a short program.
@@ -129,22 +130,27 @@ fn step(op: i64, w: &mut Words<'_>, stack: &mut Vec<Dataloop>) -> MpiResult<Data
             let blocklengths = w.many_unsigned(n)?;
             let displacements = w.many(n)?.to_vec();
             let child = pop(stack)?;
-            if op == 5 {
-                built(Dataloop::indexed(&blocklengths, &displacements, &child))
+            let plain = if op == 5 {
+                Dataloop::indexed(&blocklengths, &displacements, &child)
             } else {
-                built(Dataloop::hindexed(&blocklengths, &displacements, &child))
-            }
+                Dataloop::hindexed(&blocklengths, &displacements, &child)
+            };
+            let unit = if op == 5 { child.extent() } else { 1 };
+            or_compact(plain, &blocklengths, &displacements, unit, &child)
         }
         7 | 8 => {
             let n = w.unsigned()?;
             let blocklength = w.unsigned()?;
             let displacements = w.many(n)?.to_vec();
             let child = pop(stack)?;
-            if op == 7 {
-                built(Dataloop::indexed_block(blocklength, &displacements, &child))
+            let plain = if op == 7 {
+                Dataloop::indexed_block(blocklength, &displacements, &child)
             } else {
-                built(Dataloop::hindexed_block(blocklength, &displacements, &child))
-            }
+                Dataloop::hindexed_block(blocklength, &displacements, &child)
+            };
+            let unit = if op == 7 { child.extent() } else { 1 };
+            let blocklengths = vec![blocklength; displacements.len()];
+            or_compact(plain, &blocklengths, &displacements, unit, &child)
         }
         9 => structure(w, stack),
         10 => {
@@ -166,7 +172,38 @@ fn structure(w: &mut Words<'_>, stack: &mut Vec<Dataloop>) -> MpiResult<Dataloop
     let children: Vec<Dataloop> = stack.drain(first..).collect();
     let (blocklengths, displacements, children) = contiguous_children_as_bytes(blocklengths, displacements, children)?;
     let refs: Vec<&Dataloop> = children.iter().collect();
-    built(Dataloop::create_struct(&blocklengths, &displacements, &refs))
+    match Dataloop::create_struct(&blocklengths, &displacements, &refs) {
+        Err(err) if beyond_limits(err) => {
+            built(compact::periodic_struct(&blocklengths, &displacements, &refs).ok_or(MpiClass::Type)?)
+        }
+        plain => built(plain),
+    }
+}
+
+/// Whether a build failed only for its size (see [`compact`]).
+fn beyond_limits(err: BuildError) -> bool {
+    matches!(err, BuildError::TooManyDisplacements | BuildError::TooLarge | BuildError::TooManyNodes)
+}
+
+/// `plain` (an indexed type of one child), or, when it is beyond the
+/// dataloop's limits, the same blocks as a compact loop if they have a
+/// period; displacements count `unit` bytes.
+fn or_compact(
+    plain: Result<Dataloop, BuildError>,
+    blocklengths: &[u64],
+    displacements: &[i64],
+    unit: i64,
+    child: &Dataloop,
+) -> MpiResult<Dataloop> {
+    match plain {
+        Err(err) if beyond_limits(err) => {
+            let bytes: Vec<i64> =
+                displacements.iter().map(|d| d.checked_mul(unit).ok_or(MpiClass::Type)).collect::<MpiResult<_>>()?;
+            let children = vec![child; bytes.len()];
+            built(compact::periodic_struct(blocklengths, &bytes, &children).ok_or(MpiClass::Type)?)
+        }
+        plain => built(plain),
+    }
 }
 
 /// Struct entries whose data is one run of bytes become that many bytes at
