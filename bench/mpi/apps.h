@@ -9,8 +9,13 @@
  *              contiguous piece); ROMIO romio_ds_read/write=disable
  *   sieving    independent; weft_io_method=sieve (Weft sieves on the
  *              servers); ROMIO romio_ds_read/write=enable
- *   list       independent; weft_io_method=list; ROMIO has no list I/O on
- *              a local file system: romio_ds_*=disable (as posix)
+ *   list       independent; weft_io_method=list (up to 65,536 regions per
+ *              request); ROMIO has no list I/O on a local file system:
+ *              romio_ds_*=disable (as posix)
+ *   list-64    as list, capped at 64 regions per request
+ *              (weft_list_regions=64: the list I/O of ROMIO's PVFS2 driver
+ *              and Ching's thesis); not in APP_METHODS, the tile reader
+ *              adds it (APP_METHODS_ALL names every method)
  *   datatype   independent; weft_io_method=datatype; ROMIO's defaults
  *   two-phase  collective; weft_coll_method=two_phase and
  *              romio_cb_read/write=enable (both libraries)
@@ -24,6 +29,7 @@
 #include "common.h"
 
 #define APP_METHODS "posix,sieving,list,datatype,two-phase,coll-datatype"
+#define APP_METHODS_ALL APP_METHODS ",list-64"
 
 typedef struct {
     const char *name;
@@ -34,13 +40,14 @@ typedef struct {
 /* The hints of `name` (see the top of this file); dies on an unknown name. */
 static inline method_t method_make(const char *name) {
     static const char *const table[][7] = {
-        /* name, collective, weft_io_method, weft_coll_method, romio_ds, romio_cb */
+        /* name, collective, weft_io_method, weft_coll_method, romio_ds, romio_cb, weft_list_regions */
         {"posix", "0", "posix", "datatype", "disable", "disable", NULL},
         {"sieving", "0", "sieve", "datatype", "enable", "disable", NULL},
         {"list", "0", "list", "datatype", "disable", "disable", NULL},
         {"datatype", "0", "datatype", "datatype", "automatic", "automatic", NULL},
         {"two-phase", "1", "datatype", "two_phase", "automatic", "enable", NULL},
         {"coll-datatype", "1", "datatype", "datatype", "automatic", "disable", NULL},
+        {"list-64", "0", "list", "datatype", "disable", "disable", "64"},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         if (strcmp(table[i][0], name) != 0) continue;
@@ -52,9 +59,10 @@ static inline method_t method_make(const char *name) {
         MPI_Info_set(m.info, "romio_ds_write", (char *)table[i][4]);
         MPI_Info_set(m.info, "romio_cb_read", (char *)table[i][5]);
         MPI_Info_set(m.info, "romio_cb_write", (char *)table[i][5]);
+        if (table[i][6]) MPI_Info_set(m.info, "weft_list_regions", (char *)table[i][6]);
         return m;
     }
-    die("unknown method %s (known: %s)", name, APP_METHODS);
+    die("unknown method %s (known: %s)", name, APP_METHODS_ALL);
     return (method_t){0};
 }
 
@@ -172,11 +180,11 @@ typedef void (*method_fn)(const char *path, const void *ctx, const char *method,
  * id too) on a fresh file, deleted afterwards unless `keep`. */
 static inline void app_each_method(const char *path, const char *methods, uint64_t id_base, int keep, method_fn run,
                                    const void *ctx) {
-    static const char *const all[] = {"posix", "sieving", "list", "datatype", "two-phase", "coll-datatype"};
+    static const char *const all[] = {"posix", "sieving", "list", "datatype", "two-phase", "coll-datatype", "list-64"};
     methods_check(methods);
     if (g_rank == 0) MPI_File_delete(path, MPI_INFO_NULL);
     MPI_Barrier(MPI_COMM_WORLD);
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < (int)(sizeof all / sizeof all[0]); i++)
         if (list_has(methods, all[i])) run(path, ctx, all[i], id_base + 2 * (uint64_t)i);
     MPI_Barrier(MPI_COMM_WORLD);
     if (g_rank == 0 && !keep) MPI_File_delete(path, MPI_INFO_NULL);

@@ -390,9 +390,19 @@ static void weft_apply_io_method(weft_file *file, MPI_Info info) {
     else if (flag && strcmp(value, "posix") == 0) method = WEFT_IO_POSIX;
     else if (flag && strcmp(value, "sieve") == 0) method = WEFT_IO_SIEVE;
     if (method >= 0) weft_mpiio_set_io_method(file->id, method);
+    /* weft_list_regions: regions per list-I/O request (1..65536), for
+     * weft_io_method=list set now or before (a later weft_io_method=list
+     * alone goes back to 65,536); 64 is ROMIO's and the thesis's list I/O. */
+    char *end = NULL;
+    flag = 0;
+    PMPI_Info_get(info, "weft_list_regions", (int)sizeof value - 1, value, &flag);
+    if (flag) {
+        long long regions = strtoll(value, &end, 10);
+        if (end != value && *end == '\0' && regions > 0) weft_mpiio_set_list_regions(file->id, (int64_t)regions);
+    }
     /* cb_buffer_size also bounds the bounce buffers of independent reads
      * (src/file.rs); unparsable or non-positive values are ignored. */
-    char *end = NULL;
+    end = NULL;
     flag = 0;
     PMPI_Info_get(info, "cb_buffer_size", (int)sizeof value - 1, value, &flag);
     if (flag) {

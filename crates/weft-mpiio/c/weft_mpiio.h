@@ -41,6 +41,7 @@ int weft_mpiio_type_build(const int64_t *words, size_t count, uint64_t *id);
 int weft_mpiio_type_free(uint64_t id);
 int weft_mpiio_set_view(uint64_t id, int64_t displacement, uint64_t etype_id, uint64_t file_type_id);
 int weft_mpiio_set_window(uint64_t id, int64_t bytes);
+int weft_mpiio_set_list_regions(uint64_t id, int64_t regions);
 int weft_mpiio_io(uint64_t id, int write, int explicit_offset, int64_t offset, void *buffer,
                   int64_t count, uint64_t memory_type_id, int64_t *bytes);
 int weft_mpiio_seek(uint64_t id, int64_t offset, int whence);

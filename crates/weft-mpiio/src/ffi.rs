@@ -103,6 +103,12 @@ pub unsafe extern "C" fn weft_mpiio_attach(
     })
 }
 
+/// Regions per list-I/O request (hint `weft_list_regions`).
+#[no_mangle]
+pub extern "C" fn weft_mpiio_set_list_regions(id: u64, regions: i64) -> c_int {
+    guarded(|| file::set_list_regions(id, regions))
+}
+
 /// Forgets a file; `remove != 0` applies delete-on-close.
 #[no_mangle]
 pub extern "C" fn weft_mpiio_detach(id: u64, remove: c_int) -> c_int {

@@ -283,6 +283,19 @@ pub fn set_io_method(id: u64, method: i32) -> MpiResult<()> {
     })
 }
 
+/// Sets the regions per request of list I/O (hint `weft_list_regions`,
+/// clamped to `1..=LIST_REGIONS_MAX`) if the file's method is list I/O.
+pub fn set_list_regions(id: u64, regions: i64) -> MpiResult<()> {
+    let regions =
+        u32::try_from(regions.clamp(1, i64::from(weft_proto::limits::LIST_REGIONS_MAX))).map_err(|_| MpiClass::Arg)?;
+    update(id, |open| {
+        if let IoMethod::List { .. } = open.io_method {
+            open.io_method = IoMethod::List { regions_per_request: regions };
+        }
+        Ok(())
+    })
+}
+
 /// Sets the window of a file (`cb_buffer_size` hint), clamped to
 /// `[MPIIO_WINDOW_BYTES_MIN, MPIIO_WINDOW_BYTES_MAX]`.
 pub fn set_window(id: u64, bytes: u64) -> MpiResult<()> {

@@ -21,8 +21,10 @@ use std::path::PathBuf;
 use std::process::Command;
 use weft_testkit::{Cluster, ClusterOptions};
 
-/// The methods of `bench/mpi/apps.h`.
+/// The methods of `bench/mpi/apps.h`'s `APP_METHODS`.
 const METHODS: [&str; 6] = ["posix", "sieving", "list", "datatype", "two-phase", "coll-datatype"];
+/// The tile reader's: `APP_METHODS_ALL`, with list I/O capped at 64 regions per request.
+const TILE_METHODS: [&str; 7] = ["posix", "sieving", "list", "datatype", "two-phase", "coll-datatype", "list-64"];
 
 /// Compiles `bench/mpi/<name>.c` with the flavour's mpicc.
 fn bench_program(flavour: Flavour, name: &str) -> PathBuf {
@@ -64,6 +66,11 @@ fn results(stdout: &str) -> Vec<(String, String, String)> {
 /// order) on each, and compares the kept files. `variants` is how many
 /// write/read pairs each method gives (S3D-IO: without and with atomicity).
 fn app_matches_romio(flavour: Flavour, name: &str, args: &[&str], variants: usize) {
+    app_methods_match_romio(flavour, name, args, variants, &METHODS);
+}
+
+/// [`app_matches_romio`] for the program's own list of methods.
+fn app_methods_match_romio(flavour: Flavour, name: &str, args: &[&str], variants: usize, methods: &[&str]) {
     require(flavour);
     let _one_at_a_time = exclusive();
     let cluster = Cluster::start(ClusterOptions::default());
@@ -77,7 +84,7 @@ fn app_matches_romio(flavour: Flavour, name: &str, args: &[&str], variants: usiz
         let run = run_job(flavour, &binary, &all_args, Some(&cluster.config_path), true);
         let got = results(&run.stdout);
         let mut expected = Vec::new();
-        for method in METHODS {
+        for method in methods {
             for _ in 0..variants {
                 for phase in ["write", "read"] {
                     expected.push((fs.to_string(), method.to_string(), phase.to_string()));
@@ -96,11 +103,53 @@ fn app_matches_romio(flavour: Flavour, name: &str, args: &[&str], variants: usiz
 }
 
 /// Tile reader: 2x2 tiles (OpenMPI) or 2x1 (MPICH) of 64x48 3-byte pixels,
-/// overlap 16x8, 3 frames.
+/// overlap 16x8, 3 frames; every method of `APP_METHODS_ALL` (list I/O
+/// capped at 64 regions per request too). The capped list I/O must send
+/// more list requests than the full-length one: checked from the servers'
+/// `read_list` counters after a weft: run of each alone.
 fn tile_io(flavour: Flavour) {
     let tiles = if flavour.ranks() == 4 { "2x2" } else { "2x1" };
     let args = ["--tiles", tiles, "--tile", "64x48", "--overlap", "16x8", "--frames", "3"];
-    app_matches_romio(flavour, "tile_io", &args, 1);
+    app_methods_match_romio(flavour, "tile_io", &args, 1, &TILE_METHODS);
+    list_cap_sends_more_requests(flavour);
+}
+
+/// Sum of one request kind over all servers.
+fn served(cluster: &Cluster, kind: &str) -> u64 {
+    let client = cluster.client();
+    cluster
+        .config
+        .servers
+        .iter()
+        .map(|server| {
+            let counters = client.server_counters(server.id).expect("server counters");
+            counters.kinds.iter().filter(|k| k.kind == kind).map(|k| k.requests).sum::<u64>()
+        })
+        .sum()
+}
+
+/// The tile reader's `list` and `list-64` methods on tiles of 400 rows
+/// (hundreds of regions per datafile per frame): the capped one must send
+/// more `write_list` and more `read_list` requests (`weft_list_regions=64`
+/// reaches the client's list I/O).
+fn list_cap_sends_more_requests(flavour: Flavour) {
+    let _one_at_a_time = exclusive();
+    let cluster = Cluster::start(ClusterOptions::default());
+    let binary = bench_program(flavour, "tile_io");
+    let tiles = if flavour.ranks() == 4 { "2x2" } else { "2x1" };
+    let mut sent = Vec::new();
+    for method in ["list", "list-64"] {
+        let before = ["write_list", "read_list"].map(|kind| served(&cluster, kind));
+        let args = ["--path", "weft:/tile_cap", "--methods", method, "--tiles", tiles];
+        let args = [&args[..], &["--tile", "64x400", "--overlap", "16x8", "--frames", "1"]].concat();
+        let run = run_job(flavour, &binary, &args, Some(&cluster.config_path), true);
+        assert_eq!(results(&run.stdout).len(), 2, "{method}:\n{}{}", run.stdout, run.stderr);
+        let after = ["write_list", "read_list"].map(|kind| served(&cluster, kind));
+        sent.push([after[0] - before[0], after[1] - before[1]]);
+    }
+    let (full, capped) = (sent[0], sent[1]);
+    assert!(full[0] > 0 && full[1] > 0, "list sent no list requests: {full:?}");
+    assert!(capped[0] > full[0] && capped[1] > full[1], "list-64 {capped:?} not above list {full:?}");
 }
 
 #[test]
