@@ -132,5 +132,16 @@ if [ -n "${ONLY:-}" ]; then
 fi
 mkdir -p "$(dirname "$results")"
 case $results in *.gz) gzip -9 -n -c "$work/all.jsonl" > "$results" ;; *) cp "$work/all.jsonl" "$results" ;; esac
+# Figures of the sweeps (matplotlib from Debian, for /usr/bin/python3;
+# installed here, not by scripts/deps.sh: the tests do not need it).
+figures=bench/figures/$(basename "$results" .gz)
+figures=${figures%.jsonl}
+if ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-matplotlib >/dev/null ||
+    echo "python3-matplotlib not installed: BENCHMARKS.md without figures" >&2
+fi
+/usr/bin/python3 scripts/plot-benchmarks.py "$results" "$figures" >&2 || echo "no figures drawn" >&2
 python3 scripts/render-benchmarks.py "$results" > BENCHMARKS.md
 echo "results: $results ($(wc -c < "$results") bytes); BENCHMARKS.md written" >&2

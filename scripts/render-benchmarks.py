@@ -746,12 +746,49 @@ def s_verdicts():
             + table(["area", "source of the target", "target", "computed from the medians below", "verdict"], rows))
 
 
+# ---------- figures (scripts/plot-benchmarks.py) ----------
+
+FIGURES = {
+    "md_sweep": [("md_sweep.png", "metadata operations/s against servers, per phase")],
+    "hpio": [("hpio.png", "native HPIO, MiB/s against regions, per method")],
+    "mpi_hpio": [("mpi_hpio.png", "HPIO through MPI-IO on Weft, MiB/s against regions")],
+    "apps": [(f"app_{b}.png", f"{b}: MiB/s per method, Weft and ROMIO on the local disk")
+             for b in ("tile_io", "block3d", "flash_io", "s3d_io")],
+    "s3asim": [("s3asim.png", "S3aSim seconds against processes, per strategy")],
+}
+
+
+def figures_dir():
+    """bench/figures/<results file name without .jsonl[.gz]>, where plot-benchmarks.py writes."""
+    base = os.path.basename(results_path)
+    for ext in (".gz", ".jsonl"):
+        base = base[: -len(ext)] if base.endswith(ext) else base
+    return os.path.join(HERE, "..", "bench", "figures", base)
+
+
+def figure_section(section):
+    def render():
+        links = []
+        for name, caption in FIGURES[section]:
+            path = os.path.join(figures_dir(), name)
+            if os.path.exists(path):
+                rel = os.path.relpath(path, os.path.join(HERE, ".."))
+                links.append(f"![{caption}]({rel})")
+        if not links:
+            return ("*(no figure: `/usr/bin/python3 scripts/plot-benchmarks.py "
+                    f"{os.path.relpath(results_path, os.path.join(HERE, '..'))} "
+                    f"{os.path.relpath(figures_dir(), os.path.join(HERE, '..'))}` draws them)*")
+        return "\n".join(links)
+    return render
+
+
 SECTIONS = {
     "io": s_io, "md": s_md, "md_sweep": s_md_sweep, "rpc": s_rpc, "hpio": s_hpio, "fuse": s_fuse,
     "postmark": s_postmark, "mpi_contig": s_mpi_contig, "mpi_ior": s_mpi_ior, "mpi_hpio": s_mpi_hpio,
     "madbench": s_madbench, "apps": s_apps, "s3asim": s_s3asim, "full_disk": s_full_disk,
     "not_measured": s_not_measured,
 }
+SECTIONS.update({f"fig_{name}": figure_section(name) for name in FIGURES})
 
 
 def main():
