@@ -868,7 +868,7 @@ impl Filesystem for WeftFs {
         // The thread waiting in F_SETLKW: its signals end the wait.
         let waiter = sleep.then(|| req.pid());
         self.spawn(|fs| async move {
-            let result = fs.locks.set(&fs.client, handle_of(ino), lock_owner.0, range, kind, waiter, pid).await;
+            let result = fs.locks.set(&fs.client, (handle_of(ino), lock_owner.0), range, kind, waiter, pid).await;
             match result {
                 Ok(()) => reply.ok(),
                 Err(Refused::Conflict) => reply.error(Errno::EAGAIN),

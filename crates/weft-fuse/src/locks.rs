@@ -175,7 +175,7 @@ struct OwnerLocks {
 }
 
 /// Key: the file and the kernel's lock owner.
-type Key = (Handle, u64);
+pub type Key = (Handle, u64);
 
 /// The fcntl locks of one mount.
 pub struct PosixLocks {
@@ -256,12 +256,12 @@ impl PosixLocks {
     }
 
     /// `F_SETLK` (`wait_for` = None) or `F_SETLKW` (`wait_for` = the
-    /// waiting thread) of `[start, end)` of `file` by kernel lock owner `owner`.
+    /// waiting thread) of `[start, end)` of `file` by kernel lock owner
+    /// `owner` (process `pid`).
     pub async fn set(
         &self,
         client: &Client,
-        file: Handle,
-        owner: u64,
+        (file, owner): Key,
         (start, end): (u64, u64),
         kind: Kind,
         wait_for: Option<u32>,
