@@ -4,11 +4,11 @@
 # median of every figure. Raw JSON lines go to $OUT/raw.jsonl (OUT default
 # target/bench). scripts/benchmarks.sh runs this (and bench-mpi.sh) for the
 # whole page; see BENCHMARKS.md.
-# Usage: scripts/bench.sh [io] [md] [hpio] [rpc] [fuse] [postmark] [bonnie] [md-sweep] [md-delay]
+# Usage: scripts/bench.sh [io] [md] [hpio] [rpc] [fuse] [mdtest] [postmark] [bonnie] [md-sweep] [md-delay]
 #   (default: all but md-sweep and md-delay)
 # Sizes (environment): IO_SIZE per process (256M), MD_FILES per process
 # (1000), FIO_SIZE per job (256M), PM_FILES / PM_TRANSACTIONS (5000 /
-# 10000), HPIO_REGIONS (65536), HPIO_POSIX_REGIONS (4096), RPC_COUNT /
+# 10000), MDTEST_FILES per process (2000), HPIO_REGIONS (65536), HPIO_POSIX_REGIONS (4096), RPC_COUNT /
 # RPC_IO_COUNT (20000 / 10000). COLD=1 (default) drops the page cache
 # before every read phase (io, fio) when the kernel lets us; reads are
 # marked "cold" or "warm" in the JSON.
@@ -19,6 +19,9 @@
 #   4 threads each appending 300 bytes + fdatasync, on the servers' disk).
 # rpc: `weft bench rpc` (null request and 4 KiB I/O latency and CPU per
 #   request, beside a same-run TCP echo baseline).
+# mdtest: bench/posix/mdtest.c (mdtest-like: 4 processes x MDTEST_FILES empty
+#   files, each in its own directory: create, stat, remove) through the
+#   mount, and on the local disk (same run).
 # postmark: through the mount, and on the local disk (same run).
 # md-sweep: `weft bench md` on fresh file systems of SWEEP_SERVERS (default
 #   "1 2 4 8") servers; per run, each of SWEEP_MODES (default: aggregate,
@@ -31,6 +34,7 @@ RUNS=${RUNS:-3}
 IO_SIZE=${IO_SIZE:-256M}
 MD_FILES=${MD_FILES:-1000}
 FIO_SIZE=${FIO_SIZE:-256M}
+MDTEST_FILES=${MDTEST_FILES:-2000}
 PM_FILES=${PM_FILES:-5000}
 PM_TRANSACTIONS=${PM_TRANSACTIONS:-10000}
 HPIO_REGIONS=${HPIO_REGIONS:-65536}
@@ -41,7 +45,7 @@ INFLIGHT=${INFLIGHT:-8}
 COLD=${COLD:-1}
 SWEEP_MODES=${SWEEP_MODES:-"aggregate --client-driven --inflight"}
 ./scripts/deps.sh
-what=${*:-io md hpio rpc fuse postmark bonnie}
+what=${*:-io md hpio rpc fuse mdtest postmark bonnie}
 case " $what " in *" postmark "*|*" bonnie "*)
   for p in bonnie++ postmark; do dpkg -s "$p" >/dev/null 2>&1 || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bonnie++ postmark >/dev/null; break; }; done ;;
 esac
@@ -103,6 +107,7 @@ trap '$weft down --dir $dir >/dev/null 2>&1 || true; rm -rf $dir' EXIT
 host=127.0.0.$(( (RANDOM % 200) + 20 ))
 eval "$($weft up --dir $dir --servers 4 --host $host --base-port 7900 | grep '^export ')"
 mnt=$dir/mnt
+case " $what " in *" mdtest "*) cc -O2 -o $dir/mdtest bench/posix/mdtest.c ;; esac
 
 for run in $(seq 1 $RUNS); do
   for w in $what; do
@@ -128,6 +133,14 @@ for run in $(seq 1 $RUNS); do
           echo "{\"bench\":\"fuse_fio\",\"method\":\"fuse\",\"phase\":\"$rw\",\"procs\":4,\"transfer\":1048576,\"size_per_job\":\"$FIO_SIZE\",\"caches\":\"$c\",\"bytes\":${r#* },\"mib_per_s\":${r% *},\"load_avg_1m\":$(cut -d' ' -f1 /proc/loadavg)}" >> $raw
         done
         rm -f $mnt/seq* ;;
+      mdtest)
+        for where in fuse local; do
+          md=$([ $where = fuse ] && echo $mnt/mdtest || echo $dir/local-mdtest)
+          rm -rf $md && mkdir $md
+          $dir/mdtest -n $MDTEST_FILES -p 4 -d $md \
+            | sed "s/}\$/,\"method\":\"$where\",\"load_avg_1m\":$(cut -d' ' -f1 /proc/loadavg)}/" >> $raw
+          rmdir $md
+        done ;;
       postmark)
         for where in fuse local; do
           pm=$([ $where = fuse ] && echo $mnt/pm || echo $dir/local-pm)

@@ -101,7 +101,7 @@ dirty=$(git status --porcelain --untracked-files=no | grep -v '^?? ' | wc -l)
 # Build once, first (not a benchmark phase; its time counts in the total).
 phase build build bash -c 'cargo build --release --locked -p weft-cli -p weft-mpiio && cargo test --release --locked -p weft-testkit --test full_disk --no-run'
 
-for p in io md rpc hpio fuse postmark md-sweep; do
+for p in io md rpc hpio fuse mdtest postmark md-sweep; do
   phase "$p" bench scripts/bench.sh "$p"
 done
 for p in contig ior hpio madbench tile block3d flash s3d s3asim; do

@@ -445,3 +445,91 @@ impl Client {
         Ok(())
     }
 }
+
+/// One byte range locked at one server under a single-stripe description
+/// (the mount's fcntl locks: [`Client::lock_range`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RangeLock {
+    /// Server holding the lock.
+    pub server: u32,
+    /// The server's request number.
+    pub request: u64,
+}
+
+impl Client {
+    /// Asks the server storing `handle` for bytes `[start, end)` of it,
+    /// exclusive or shared, as one lock request with one piece however long
+    /// (a one-stripe description: offsets are the caller's, not a
+    /// datafile's). Waits at most `wait_ms` (0: not at all). Returns the
+    /// request and whether it is granted; a request not granted stays
+    /// queued until [`Client::lock_range_wait`] or [`Client::unlock_range`].
+    pub async fn lock_range(
+        &self,
+        locker: Locker,
+        handle: Handle,
+        start: u64,
+        end: u64,
+        exclusive: bool,
+        wait_ms: u32,
+    ) -> WeftResult<(RangeLock, bool)> {
+        if start >= end || end > weft_proto::limits::FILE_BYTES_MAX {
+            return Err(ErrorCode::Invalid);
+        }
+        let lock = LockDescription::Ranges {
+            handle,
+            distribution: weft_proto::Distribution {
+                strip_bytes: weft_proto::limits::STRIP_BYTES_MAX,
+                stripe_count: 1,
+            },
+            stripe_index: 0,
+            ranges: vec![(start, end - start)],
+        };
+        let server = self.server_of(handle)?;
+        let block = wait_ms > 0;
+        let request = Request::DlmAcquire {
+            owner: locker.owner,
+            lease_ms: locker.lease_ms,
+            exclusive,
+            lock,
+            until: u64::MAX,
+            block,
+            wait_ms: wait_ms.min(LOCK_WAIT_MS_MAX),
+        };
+        match self.call(server, request).await? {
+            Reply::LockGrant { request, next, .. } => Ok((RangeLock { server, request }, next == u64::MAX)),
+            _ => Err(ErrorCode::Protocol),
+        }
+    }
+
+    /// Waits at most `wait_ms` more for a range asked by [`Client::lock_range`]; whether it is granted.
+    pub async fn lock_range_wait(&self, locker: Locker, lock: RangeLock, wait_ms: u32) -> WeftResult<bool> {
+        let request = Request::DlmContinue {
+            owner: locker.owner,
+            request: lock.request,
+            until: u64::MAX,
+            block: wait_ms > 0,
+            wait_ms: wait_ms.min(LOCK_WAIT_MS_MAX),
+        };
+        match self.call(lock.server, request).await? {
+            Reply::LockGrant { next, .. } => Ok(next == u64::MAX),
+            _ => Err(ErrorCode::Protocol),
+        }
+    }
+
+    /// Gives back a range (granted or still queued).
+    pub async fn unlock_range(&self, locker: Locker, lock: RangeLock) -> WeftResult<()> {
+        let request = Request::DlmRelease { owner: locker.owner, request: lock.request, from: None };
+        match self.call(lock.server, request).await? {
+            Reply::LockGrant { .. } => Ok(()),
+            _ => Err(ErrorCode::Protocol),
+        }
+    }
+
+    /// Renews the owner's lease at one server.
+    pub async fn renew_locks_at(&self, locker: Locker, server: u32) -> WeftResult<()> {
+        match self.call(server, Request::DlmRenew { owner: locker.owner }).await? {
+            Reply::Done => Ok(()),
+            _ => Err(ErrorCode::Protocol),
+        }
+    }
+}

@@ -30,7 +30,7 @@ pub use weft_net::{counters, faults, pool, transport};
 
 pub use blocking::BlockingClient;
 pub use client::{process_faults, set_process_faults, Client, ClientOptions, FsStatus, Stat};
-pub use dlm::{LockMethod, LockProtocol, LockSet, Locker};
+pub use dlm::{LockMethod, LockProtocol, LockSet, Locker, RangeLock};
 pub use io::File;
 pub use namespace::{CreateOptions, EntryPlus};
 pub use noncontig::{FileAccess, IoMethod, MemoryLayout};

@@ -7,12 +7,12 @@
 //! | `link` (hard links) | `EPERM` | what link(2) documents for a file system without hard links |
 //! | `mknod` of a FIFO, socket or device | `EPERM` | what mknod(2) documents for an unsupported node type (regular files work) |
 //! | `getxattr`, `listxattr`, `setxattr`, `removexattr` | `EOPNOTSUPP` | no extended attributes; the mount answers ENOSYS once and the kernel then answers EOPNOTSUPP itself |
-//! | `fcntl` locks (`F_GETLK`, `F_SETLK`, `F_SETLKW`) | `ENOLCK` | locks could not be honoured across mounts, so they are refused rather than faked |
 //! | `renameat2` with `RENAME_EXCHANGE` or `RENAME_WHITEOUT` | `EINVAL` | not supported (`RENAME_NOREPLACE` works, checked by a lookup first, so not atomic against another client) |
 //! | `fallocate` other than mode 0 or `FALLOC_FL_KEEP_SIZE` | `EOPNOTSUPP` | no hole punching or range zeroing; mode 0 extends the size (sparse) |
 //!
-//! `flock(2)` is not sent to the mount: the kernel keeps those locks local to
-//! one machine's mount.
+//! `fcntl` record locks work across mounts (see [`crate::locks`]);
+//! `flock(2)` is not sent to the mount: the kernel keeps those locks local
+//! to one machine's mount.
 
 use fuser::Errno;
 use weft_proto::ErrorCode;
@@ -28,8 +28,6 @@ pub const LINK: Errno = Errno::EPERM;
 /// Extended attributes: ENOSYS makes the kernel answer EOPNOTSUPP itself
 /// from then on, without another round trip.
 pub const XATTR: Errno = Errno::ENOSYS;
-/// POSIX record locks.
-pub const LOCK: Errno = Errno::ENOLCK;
 /// `RENAME_EXCHANGE` and `RENAME_WHITEOUT`.
 pub const RENAME_FLAGS: Errno = Errno::EINVAL;
 /// `fallocate` modes other than 0 and `FALLOC_FL_KEEP_SIZE`.

@@ -29,6 +29,7 @@ use weft_proto::{limits, ErrorCode, Handle, WeftResult};
 
 use crate::attr::{self, handle_of, ino_of, GENERATION};
 use crate::errno;
+use crate::locks::{self, Kind, PosixLocks, Refused};
 use crate::open_files::OpenFiles;
 use crate::options::MountOptions;
 
@@ -56,6 +57,8 @@ struct Inner {
     client: Client,
     options: MountOptions,
     files: OpenFiles,
+    /// fcntl locks held through this mount.
+    locks: Arc<PosixLocks>,
     /// Sends invalidations to the kernel; set once the session exists.
     kernel: Arc<OnceLock<Notifier>>,
 }
@@ -63,7 +66,9 @@ struct Inner {
 impl WeftFs {
     /// A file system answering requests with `client` on `runtime`.
     pub fn new(client: Client, options: MountOptions, runtime: tokio::runtime::Handle) -> WeftFs {
-        let inner = Inner { client, options, files: OpenFiles::default(), kernel: Arc::default() };
+        let locks = Arc::new(PosixLocks::default());
+        runtime.spawn(locks.clone().renew_forever(client.clone()));
+        let inner = Inner { client, options, files: OpenFiles::default(), locks, kernel: Arc::default() };
         WeftFs { inner: Arc::new(inner), runtime }
     }
 
@@ -688,18 +693,28 @@ impl Filesystem for WeftFs {
         });
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(&self, _req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
         // Writes reach the servers before they are answered (with the
         // write-back cache, the kernel has written its dirty pages back
         // before it sends the flush), so close has nothing to push: it only
-        // reports a write error not yet seen.
-        match self.inner.files.get(fh.0) {
-            Some(open) => match open.error() {
-                Some(code) => reply.error(errno::of(code)),
-                None => reply.ok(),
-            },
-            None => reply.error(errno::BAD_HANDLE),
+        // reports a write error not yet seen, and releases the closing
+        // process's fcntl locks on the file (POSIX: any close does).
+        let error = match self.inner.files.get(fh.0) {
+            Some(open) => open.error().map(errno::of),
+            None => Some(errno::BAD_HANDLE),
+        };
+        let answer = move |reply: ReplyEmpty| match error {
+            Some(err) => reply.error(err),
+            None => reply.ok(),
+        };
+        let file = handle_of(ino);
+        if !self.inner.locks.holds(file, lock_owner.0) {
+            return answer(reply);
         }
+        self.spawn(|fs| async move {
+            fs.locks.release_owner(&fs.client, file, lock_owner.0).await;
+            answer(reply)
+        });
     }
 
     fn release(
@@ -813,32 +828,54 @@ impl Filesystem for WeftFs {
     fn getlk(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
-        _lock_owner: LockOwner,
-        _start: u64,
-        _end: u64,
-        _typ: i32,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
         _pid: u32,
         reply: ReplyLock,
     ) {
-        reply.error(errno::LOCK);
+        let (Some(kind), Ok(range)) = (Kind::of(typ), locks::range_of(start, end)) else {
+            return reply.error(Errno::EINVAL);
+        };
+        self.spawn(|fs| async move {
+            match fs.locks.get(&fs.client, handle_of(ino), lock_owner.0, range, kind).await {
+                Ok(Some(c)) => reply.locked(c.start, c.end, c.typ, c.pid),
+                Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
+                Err(code) => reply.error(errno::of(code)),
+            }
+        });
     }
 
     fn setlk(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
+        req: &Request,
+        ino: INodeNo,
         _fh: FileHandle,
-        _lock_owner: LockOwner,
-        _start: u64,
-        _end: u64,
-        _typ: i32,
-        _pid: u32,
-        _sleep: bool,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
         reply: ReplyEmpty,
     ) {
-        reply.error(errno::LOCK);
+        let (Some(kind), Ok(range)) = (Kind::of(typ), locks::range_of(start, end)) else {
+            return reply.error(Errno::EINVAL);
+        };
+        // The thread waiting in F_SETLKW: its signals end the wait.
+        let waiter = sleep.then(|| req.pid());
+        self.spawn(|fs| async move {
+            let result = fs.locks.set(&fs.client, (handle_of(ino), lock_owner.0), range, kind, waiter, pid).await;
+            match result {
+                Ok(()) => reply.ok(),
+                Err(Refused::Conflict) => reply.error(Errno::EAGAIN),
+                Err(Refused::Interrupted) => reply.error(Errno::EINTR),
+                Err(Refused::Failed(code)) => reply.error(errno::of(code)),
+            }
+        });
     }
 
     fn fallocate(

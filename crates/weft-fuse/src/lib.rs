@@ -7,6 +7,7 @@
 //!   list of unsupported calls with the errno each returns.
 //! - [`attr`]: inode numbers and attributes as the kernel wants them.
 //! - [`open_files`]: the table behind FUSE file handles (`fh`).
+//! - [`locks`]: fcntl record locks, held by the servers' lock service.
 //! - [`fs`]: the [`fuser::Filesystem`] implementation; every request is
 //!   answered from a task on a tokio runtime the mount owns, so many requests
 //!   are in flight and a slow one never blocks the others.
@@ -26,6 +27,7 @@ pub mod attr;
 pub mod daemon;
 pub mod errno;
 pub mod fs;
+pub mod locks;
 pub mod open_files;
 pub mod options;
 

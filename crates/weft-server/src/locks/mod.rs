@@ -22,6 +22,12 @@
 //! - **Release** is full (the request is forgotten) or partial (the
 //!   granted pieces at or past a file offset, possibly 0, which the
 //!   optimistic round of a protocol gives back; the request stays).
+//! - Requests of one **owner** never conflict with each other (POSIX: a
+//!   process's locks never block it), so an owner can take a new lock
+//!   before giving back an overlapping old one: the mount changes fcntl
+//!   locks (split, merge, upgrade) without a window another owner could use.
+//!   With one stripe a range is one piece however long, so a whole-file
+//!   lock costs one piece.
 //! - Locks belong to an **owner** (a client's random id) with a lease, as
 //!   sessions do (`crate::sessions`): every request of the owner renews
 //!   it, `DlmRenew` too; an owner silent for a whole lease is forgotten
@@ -221,10 +227,10 @@ impl State {
                     break;
                 }
                 let end = piece.local + piece.length;
-                if file.granted.conflicts(piece.local, end, request.exclusive, id) {
+                if file.granted.conflicts(piece.local, end, request.exclusive, request.owner) {
                     break;
                 }
-                file.granted.insert(piece.local, end, request.exclusive, id);
+                file.granted.insert(piece.local, end, request.exclusive, id, request.owner);
                 request.granted += 1;
             }
         }
@@ -331,7 +337,9 @@ impl PieceSink {
         if end > FILE_BYTES_MAX {
             return Err(ErrorCode::TooBig);
         }
-        let strip = self.distribution.strip_bytes;
+        // With one stripe, datafile and file offsets are the same and a
+        // range is one piece however long (a whole-file fcntl lock).
+        let strip = if self.distribution.stripe_count == 1 { FILE_BYTES_MAX } else { self.distribution.strip_bytes };
         while local < end {
             let piece_end = end.min((local / strip + 1).saturating_mul(strip));
             let file = self.distribution.file_offset(self.stripe_index, local);

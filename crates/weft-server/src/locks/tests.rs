@@ -146,3 +146,32 @@ fn datatype_lock_walks_only_own_pieces() {
     let (_, theirs) = pieces_of(&LockDescription::Datatype(access(1)), 100).unwrap();
     assert_eq!(theirs.iter().map(|p| p.file).collect::<Vec<_>>(), vec![16, 24, 48, 56, 80, 88, 112, 120]);
 }
+
+#[test]
+fn an_owners_requests_never_conflict_and_one_stripe_is_one_piece() {
+    block_on(async {
+        let dlm = Dlm::default();
+        let whole = |range: (u64, u64)| LockDescription::Ranges {
+            handle: datafile(),
+            distribution: Distribution { strip_bytes: 16, stripe_count: 1 },
+            stripe_index: 0,
+            ranges: vec![range],
+        };
+        // A whole-file lock (to FILE_BYTES_MAX) of one stripe: one piece, granted at once.
+        let all = dlm.acquire(1, 0, false, &whole((0, FILE_BYTES_MAX)), u64::MAX, false, 0).await.unwrap();
+        assert_eq!((all.last, all.next), (FILE_BYTES_MAX, u64::MAX));
+        // The same owner upgrades part of it to exclusive while holding the shared lock...
+        let part = dlm.acquire(1, 0, true, &whole((100, 50)), u64::MAX, false, 0).await.unwrap();
+        assert_eq!(part.next, u64::MAX, "an owner's own locks do not block it");
+        // ...and another owner is refused both, then gets the rest once 1 gives back its shared lock.
+        let other = dlm.acquire(2, 0, false, &whole((120, 1)), u64::MAX, false, 0).await.unwrap();
+        assert_eq!(other.next, 120);
+        let beyond = dlm.acquire(2, 0, true, &whole((1 << 40, 1)), u64::MAX, false, 0).await.unwrap();
+        assert_eq!(beyond.next, 1 << 40);
+        dlm.release(1, all.request, None).unwrap();
+        assert_eq!(dlm.resume(2, beyond.request, u64::MAX, false, 0).await.unwrap().next, u64::MAX);
+        assert_eq!(dlm.resume(2, other.request, u64::MAX, false, 0).await.unwrap().next, 120, "still excluded");
+        dlm.release(1, part.request, None).unwrap();
+        assert_eq!(dlm.resume(2, other.request, u64::MAX, false, 0).await.unwrap().next, u64::MAX);
+    });
+}
