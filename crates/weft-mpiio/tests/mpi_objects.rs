@@ -168,3 +168,63 @@ fn openmpi_atomic_objects_never_mix() {
 fn mpich_atomic_objects_never_mix() {
     atomic_objects_never_mix(Flavour::Mpich);
 }
+
+/// MPI-Tile-IO in atomic mode (`bench/mpi/tile_io --atomic --sync`,
+/// datatype method, a 2x2 wall on 4 ranks) through the byte-range lock path, atomic mode
+/// by objects, and the object cache; not run by default, timing only:
+/// `cargo test --release -p weft-mpiio --test mpi_objects -- --ignored
+/// --nocapture bench_tile_io_atomic`. Prints one JSON line per run and
+/// phase (`WEFT_BENCH_REPS` runs each, default 3, interleaved).
+#[test]
+#[ignore]
+fn bench_tile_io_atomic() {
+    let flavour = Flavour::OpenMpi;
+    require(flavour);
+    let _one_at_a_time = exclusive();
+    let reps: usize = std::env::var("WEFT_BENCH_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let frames = std::env::var("WEFT_BENCH_FRAMES").unwrap_or_else(|_| "4".into());
+    let cluster = Cluster::start(ClusterOptions::default());
+    let dir = tempfile::tempdir().expect("bench dir");
+    let binary = dir.path().join("tile_io");
+    let source = crate_dir().join("../../bench/mpi/tile_io.c");
+    let out = std::process::Command::new(flavour.mpicc())
+        .args(["-O2", "-Wall", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .arg("-lm")
+        .output()
+        .expect("mpicc");
+    assert!(out.status.success(), "tile_io: {}", String::from_utf8_lossy(&out.stderr));
+    let configs = [
+        ("locks", "weft_atomic_method locks\n"),
+        ("objects", "weft_atomic_method objects\n"),
+        ("cache", "weft_cache objects\n"),
+    ];
+    for rep in 0..reps {
+        for (name, hints) in configs {
+            let hints = hints_file(dir.path(), name, hints);
+            let env = [("ROMIO_HINTS", hints.to_str().expect("utf-8"))];
+            let path = format!("weft:/tile_{name}_{rep}");
+            let args = [
+                "--path",
+                path.as_str(),
+                "--methods",
+                "datatype",
+                "--atomic",
+                "--sync",
+                "--frames",
+                frames.as_str(),
+                "--tiles",
+                "2x2",
+                "--tile",
+                "512x384",
+                "--overlap",
+                "135x64",
+            ];
+            let run = run_job_env(flavour, &binary, &args, Some(&cluster.config_path), false, &env);
+            for line in run.stdout.lines().filter(|l| l.starts_with('{')) {
+                println!("{{\"config\":\"{name}\",\"rep\":{rep},{}", &line[1..]);
+            }
+        }
+    }
+}
