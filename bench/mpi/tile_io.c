@@ -23,6 +23,7 @@
  *   --tiles TXxTY (3x2)  --tile WxH (1024x768)  --overlap OXxOY (270x128)
  *   --pixel-bytes B (3)  --sync (MPI_File_sync inside the timed write)
  *   --keep (leave the file, as the last method wrote it, for comparison)
+ *   --atomic (MPI_File_set_atomicity(1) after open: atomic-mode writes and reads)
  * One JSON object per (method, phase) on stdout. */
 #include "apps.h"
 
@@ -32,6 +33,7 @@ typedef struct {
     long long tx, ty, w, h, ox, oy, b, frames;
     long long frame_w, frame_h, frame_bytes;
     int sync; /* MPI_File_sync inside the timed write */
+    int atomic; /* MPI_File_set_atomicity(1) after open */
 } wall_t;
 
 /* A rectangle of the frame, in pixels. */
@@ -118,6 +120,7 @@ static void report(const char *path, const wall_t *g, const char *method, const 
     json_int(&j, "overlap_y", g->oy);
     json_int(&j, "frame_bytes", g->frame_bytes);
     json_int(&j, "regions_per_frame", regions);
+    json_int(&j, "atomic", g->atomic);
     json_end(&j);
 }
 
@@ -133,7 +136,7 @@ static void run_method(const char *path, const void *ctx_wall, const char *name,
     access_t *writes = frame_accesses(g, block, block_type, wbuf), *reads = frame_accesses(g, tile, tile_type, rbuf);
     tile_read_t ctx = {g, tile, rbuf};
     double seconds[2];
-    app_run("tile_io", path, &m, file_id, g->sync, 0, writes, (int)g->frames, reads, (int)g->frames,
+    app_run("tile_io", path, &m, file_id, g->sync, g->atomic, writes, (int)g->frames, reads, (int)g->frames,
             g->frames * g->frame_bytes, check_tiles, &ctx, seconds);
     report(path, g, name, "write", g->frames * g->frame_bytes, seconds[0], block.h);
     report(path, g, name, "read", sum_all(rect_bytes(g, tile)) * g->frames, seconds[1], tile.h);
@@ -151,12 +154,13 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_procs);
-    wall_t g = {3, 2, 1024, 768, 270, 128, 3, 10, 0, 0, 0, 0};
+    wall_t g = {3, 2, 1024, 768, 270, 128, 3, 10, 0, 0, 0, 0, 0};
     const char *path = NULL, *methods = APP_METHODS_ALL; /* with list-64 (apps.h) */
     int keep = 0;
     static struct option opts[] = {{"path", 1, 0, 'p'},    {"methods", 1, 0, 'm'}, {"frames", 1, 0, 'f'},
                                    {"tiles", 1, 0, 't'},   {"tile", 1, 0, 'w'},    {"overlap", 1, 0, 'o'},
-                                   {"pixel-bytes", 1, 0, 'b'}, {"sync", 0, 0, 's'}, {"keep", 0, 0, 'k'}, {0, 0, 0, 0}};
+                                   {"pixel-bytes", 1, 0, 'b'}, {"sync", 0, 0, 's'}, {"keep", 0, 0, 'k'},
+                                   {"atomic", 0, 0, 'a'},  {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -169,6 +173,7 @@ int main(int argc, char **argv) {
         case 'b': g.b = atoll(optarg); break;
         case 's': g.sync = 1; break;
         case 'k': keep = 1; break;
+        case 'a': g.atomic = 1; break;
         default: die("unknown option");
         }
     }

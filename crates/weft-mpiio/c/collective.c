@@ -40,6 +40,7 @@
 #include <string.h>
 #include "weft_mpiio.h"
 #include "weft_mpiio_internal.h"
+#include "weft_objects.h"
 #include "weft_shared.h"
 
 enum { WEFT_METHOD_TWO_PHASE = 0, WEFT_METHOD_DATATYPE = 1 };
@@ -355,6 +356,9 @@ int weft_collective(weft_file *file, int write, int explicit_offset, MPI_Offset 
      * aggregators would bypass; use the datatype method. */
     int atomic = 0;
     if (weft_mpiio_get_atomic(file->id, &atomic) == 0 && atomic) method = WEFT_METHOD_DATATYPE;
+    /* The object cache (set up collectively, so on every rank or none)
+     * keeps each rank's private bytes in its own memory: no two-phase. */
+    if (weft_mpiio_cache_active(file->id)) method = WEFT_METHOD_DATATYPE;
     long long lo = LLONG_MAX, hi = 0;
     for (int p = 0; p < nprocs; p++) {
         const long long *x = all + (size_t)p * WEFT_GATHER_WORDS;

@@ -18,6 +18,7 @@
 #include <string.h>
 #include "weft_mpiio.h"
 #include "weft_mpiio_internal.h"
+#include "weft_objects.h"
 #include "weft_shared.h"
 #include "nonblocking.h"
 #include "weft_shared.h"
@@ -412,7 +413,7 @@ static void weft_apply_io_method(weft_file *file, MPI_Info info) {
 }
 
 /* The atomic-mode hints (src/atomic_locks.rs): weft_atomic_method
- * (locks | session), weft_lock_method (datatype | list | posix),
+ * (locks | session | objects), weft_lock_method (datatype | list | posix),
  * weft_lock_protocol (alt-try | one-try | two-phase); other values are
  * ignored. */
 static int weft_hint_choice(MPI_Info info, const char *key, const char *const *names, int count) {
@@ -426,11 +427,11 @@ static int weft_hint_choice(MPI_Info info, const char *key, const char *const *n
 }
 
 static void weft_apply_lock_hints(weft_file *file, MPI_Info info) {
-    static const char *const atomic[] = {"locks", "session"};
+    static const char *const atomic[] = {"locks", "session", "objects"};
     static const char *const method[] = {"datatype", "list", "posix"};
     static const char *const protocol[] = {"alt-try", "one-try", "two-phase"};
     if (info == MPI_INFO_NULL) return;
-    weft_mpiio_set_lock_hints(file->id, weft_hint_choice(info, "weft_atomic_method", atomic, 2),
+    weft_mpiio_set_lock_hints(file->id, weft_hint_choice(info, "weft_atomic_method", atomic, 3),
                               weft_hint_choice(info, "weft_lock_method", method, 3),
                               weft_hint_choice(info, "weft_lock_protocol", protocol, 3));
 }
@@ -532,6 +533,7 @@ static int weft_open_with(MPI_Comm comm, const char *path, int amode, MPI_Info i
     file->owns_errhandler = 1;
     weft_apply_io_method(file, info);
     weft_apply_lock_hints(file, info);
+    weft_apply_cache_hints(file, info); /* c/objects.c */
     weft_link(file);
     *fh = (MPI_File)file;
     return MPI_SUCCESS;
@@ -665,8 +667,9 @@ int weft_impl_MPI_File_set_size(MPI_File fh, MPI_Offset size) {
     weft_file *file = (weft_file *)fh;
     int rc = MPI_SUCCESS;
     if (weft_sequential(file)) return weft_raise(file, MPI_ERR_UNSUPPORTED_OPERATION);
+    rc = weft_mpi_class(weft_mpiio_cache_flush(file->id)); /* every rank's cached bytes first */
     PMPI_Barrier(file->comm);
-    if (file->rank == 0) rc = weft_mpi_class(weft_mpiio_set_size(file->id, (int64_t)size));
+    if (file->rank == 0 && rc == MPI_SUCCESS) rc = weft_mpi_class(weft_mpiio_set_size(file->id, (int64_t)size));
     PMPI_Bcast(&rc, 1, MPI_INT, 0, file->comm);
     return weft_raise(file, rc);
 }
@@ -674,9 +677,9 @@ int weft_impl_MPI_File_set_size(MPI_File fh, MPI_Offset size) {
 int weft_impl_MPI_File_preallocate(MPI_File fh, MPI_Offset size) {
     weft_file *file = (weft_file *)fh;
     int64_t current = 0;
-    int rc = MPI_SUCCESS;
+    int rc = weft_mpi_class(weft_mpiio_cache_flush(file->id)); /* every rank's cached bytes first */
     PMPI_Barrier(file->comm);
-    if (file->rank == 0) {
+    if (file->rank == 0 && rc == MPI_SUCCESS) {
         rc = weft_mpi_class(weft_mpiio_get_size(file->id, &current));
         if (rc == MPI_SUCCESS && current < size) rc = weft_mpi_class(weft_mpiio_set_size(file->id, (int64_t)size));
     }
@@ -699,6 +702,7 @@ int weft_impl_MPI_File_set_info(MPI_File fh, MPI_Info info) {
     weft_info_merge(&file->info, info);
     weft_apply_io_method(file, info);
     weft_apply_lock_hints(file, info);
+    weft_apply_cache_hints(file, info); /* c/objects.c */
     return MPI_SUCCESS;
 }
 
@@ -815,7 +819,9 @@ int weft_impl_MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype
     }
     int reset = weft_shared_view_reset(file); /* shared pointer back to 0 (shared.c) */
     if (rc == MPI_SUCCESS) rc = reset;
-    PMPI_Barrier(file->comm);
+    /* The closing synchronization, and the objects of the new views (c/objects.c). */
+    int objects = weft_objects_exchange(file, rc);
+    if (rc == MPI_SUCCESS) rc = objects;
     return weft_raise(file, rc);
 }
 

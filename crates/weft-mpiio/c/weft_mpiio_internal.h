@@ -60,6 +60,9 @@ void weft_info_merge(MPI_Info *into, MPI_Info from);
  * (not raised) and the bytes moved (c/weft_mpiio.c). */
 int weft_move(weft_file *file, int write, int explicit_offset, MPI_Offset offset, const void *buf, long long count,
               MPI_Datatype datatype, int collective, int64_t *bytes);
+/* The object cache (c/objects.c): hints, and the closing exchange of set_view. */
+void weft_apply_cache_hints(weft_file *file, MPI_Info info);
+int weft_objects_exchange(weft_file *file, int ok);
 /* Data representations (c/datarep.c). */
 enum { WEFT_DATAREP_NATIVE = 0, WEFT_DATAREP_INTERNAL = 1, WEFT_DATAREP_EXTERNAL32 = 2, WEFT_DATAREP_USER = 3 };
 int weft_datarep_of(const char *name, int *datarep, void **user);

@@ -5,7 +5,9 @@
 //! - `weft_atomic_method`: `locks` (default) takes, for each access in
 //!   atomic mode, locks at the servers that store the bytes;
 //!   `session` keeps the older path of [`crate::shared`] (locks in a
-//!   session at the file's metadata server).
+//!   session at the file's metadata server); `objects` locks, at the
+//!   data servers, only the pieces of an access that lie in objects
+//!   shared with other ranks' views ([`crate::object_cache`]).
 //! - `weft_lock_method`: `datatype` (default: the view itself, each server
 //!   walks its own pieces), `list` (offset–length lists of 64 ranges per
 //!   request, as in Ching's thesis), `posix` (one request per contiguous
@@ -36,6 +38,8 @@ pub enum AtomicMethod {
     Locks,
     /// Locks in a session at the metadata server (`crate::shared`).
     Session,
+    /// Locks at the data servers on shared objects only (`crate::object_cache`).
+    Objects,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -75,7 +79,7 @@ fn locker() -> Locker {
 }
 
 /// Sets the hints of a file (each -1: unchanged). `atomic`: 0 locks, 1
-/// session; `method`: 0 datatype, 1 list, 2 posix; `protocol`: 0 alt-try,
+/// session, 2 objects; `method`: 0 datatype, 1 list, 2 posix; `protocol`: 0 alt-try,
 /// 1 one-try, 2 two-phase.
 pub fn set_hints(id: u64, atomic: i32, method: i32, protocol: i32) -> MpiResult<()> {
     let mut guard = SETTINGS.lock().map_err(|_| MpiClass::Intern)?;
@@ -84,6 +88,7 @@ pub fn set_hints(id: u64, atomic: i32, method: i32, protocol: i32) -> MpiResult<
         -1 => {}
         0 => entry.atomic = AtomicMethod::Locks,
         1 => entry.atomic = AtomicMethod::Session,
+        2 => entry.atomic = AtomicMethod::Objects,
         _ => return Err(MpiClass::Arg),
     }
     match method {
@@ -112,9 +117,32 @@ pub fn forget(id: u64) {
     }
 }
 
-/// Whether atomic mode of file `id` uses the data servers' locks.
+/// Whether atomic mode of file `id` uses the data servers' locks (also by objects).
 pub fn uses_locks(id: u64) -> bool {
-    settings(id).atomic == AtomicMethod::Locks
+    settings(id).atomic != AtomicMethod::Session
+}
+
+/// Whether atomic mode of file `id` locks by objects.
+pub fn uses_objects(id: u64) -> bool {
+    settings(id).atomic == AtomicMethod::Objects
+}
+
+/// Locks file regions `regions` (sorted, disjoint) of file `id` at the data
+/// servers: shared for reads, exclusive for writes.
+pub fn lock_regions(id: u64, regions: &[Region], write: bool) -> MpiResult<LockSet> {
+    let open = file::snapshot(id)?;
+    let settings = settings(id);
+    let client = client()?;
+    let total = regions.iter().map(|r| r.length).sum();
+    Ok(client.block_on(client.client().lock_access(
+        locker(),
+        &open.file,
+        FileAccess::List(regions),
+        total,
+        write,
+        settings.method,
+        settings.protocol,
+    ))?)
 }
 
 /// Locks view stream bytes `[view_offset, view_offset + total)` of file

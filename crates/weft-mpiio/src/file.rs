@@ -188,11 +188,12 @@ pub fn attach(path: &str, blob: &[u8], bits: u32) -> MpiResult<u64> {
 
 /// Forgets a file; `remove` unlinks it (delete-on-close, opening rank only).
 pub fn detach(id: u64, remove: bool) -> MpiResult<()> {
+    let flushed = crate::object_cache::close(id);
     let open = with_files(|_, files| files.remove(&id).ok_or(MpiClass::BadFile))?;
     if remove && open.amode & amode::DELETE_ON_CLOSE != 0 {
         client()?.unlink(&open.path)?;
     }
-    Ok(())
+    flushed
 }
 
 /// Removes a file by path (`MPI_File_delete`).
@@ -202,12 +203,14 @@ pub fn unlink(path: &str) -> MpiResult<()> {
 
 /// File size in bytes.
 pub fn size(id: u64) -> MpiResult<u64> {
+    crate::object_cache::flush(id)?;
     let open = snapshot(id)?;
     Ok(client()?.file_size(&open.file)?)
 }
 
 /// Sets the file size (one rank calls this; the C layer synchronizes).
 pub fn set_size(id: u64, size_bytes: u64) -> MpiResult<()> {
+    crate::object_cache::flush(id)?;
     let open = snapshot(id)?;
     if open.amode & amode::RDONLY != 0 {
         return Err(MpiClass::ReadOnly);
@@ -217,6 +220,7 @@ pub fn set_size(id: u64, size_bytes: u64) -> MpiResult<()> {
 
 /// Makes written data durable.
 pub fn sync(id: u64) -> MpiResult<()> {
+    crate::object_cache::flush(id)?;
     let open = snapshot(id)?;
     Ok(client()?.fsync(&open.file)?)
 }
@@ -259,6 +263,7 @@ pub fn set_view(id: u64, displacement: i64, etype: &Dataloop, file_type: Arc<Dat
     if !monotone(etype) || !monotone(&file_type) {
         return Err(MpiClass::Io);
     }
+    crate::object_cache::view_changing(id)?;
     update(id, |open| {
         open.view = View { displacement, etype_bytes, file_type };
         open.position_etypes = 0;
@@ -317,7 +322,10 @@ pub fn seek(id: u64, offset: i64, whence: i32) -> MpiResult<()> {
     let base = match whence {
         0 => 0,
         1 => open.position_etypes,
-        2 => eof_etypes(&open)?,
+        2 => {
+            crate::object_cache::flush(id)?;
+            eof_etypes(&open)?
+        }
         _ => return Err(MpiClass::Arg),
     };
     let target = base.checked_add(offset).filter(|t| *t >= 0).ok_or(MpiClass::Arg)?;
@@ -443,16 +451,16 @@ pub enum Position {
 /// needed to move its data, owned, so that it can also run in the
 /// background (`crate::nonblocking`).
 pub(crate) struct Prepared {
-    file: File,
-    view: View,
-    write: bool,
+    pub(crate) file: File,
+    pub(crate) view: View,
+    pub(crate) write: bool,
     method: IoMethod,
     /// Address of the first byte of the memory span (user pointer plus the
     /// memory type's lowest offset).
-    base: usize,
-    span_bytes: usize,
-    shaped: Option<(Dataloop, u64)>,
-    view_offset: u64,
+    pub(crate) base: usize,
+    pub(crate) span_bytes: usize,
+    pub(crate) shaped: Option<(Dataloop, u64)>,
+    pub(crate) view_offset: u64,
     /// Bytes of the access (the data stream's length).
     pub(crate) total: u64,
     /// Bytes per etype of the view.
@@ -539,6 +547,14 @@ pub unsafe fn transfer(
     // SAFETY: per this function's contract.
     let prepared = unsafe { prepare(id, write, at, buffer, count, memory_type)? };
     let etype_bytes = prepared.etype_bytes;
+    // The object cache, or atomic mode by objects (crate::object_cache).
+    // SAFETY: per this function's contract.
+    if let Some(moved) = unsafe { crate::object_cache::intercept(id, &prepared)? } {
+        if let Position::Individual = at {
+            advance(id, (moved / etype_bytes) as i64)?;
+        }
+        return Ok(moved);
+    }
     let moved = if prepared.total == 0 {
         0
     } else {

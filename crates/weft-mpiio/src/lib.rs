@@ -24,6 +24,8 @@
 //!   the application's thread (`MPI_File_i*`, split collectives).
 //! - [`shared`]: shared file pointers (server sessions) and atomic mode (byte-range locks), with their C ABI.
 //! - [`collective`]: two-phase collective buffering (plans, windows) and its C ABI.
+//! - [`object_cache`]: the object cache (`weft_cache=objects`) and atomic mode by objects.
+//! - [`objects`]: objects from views (maximal regions by accessor set; issue 14).
 //! - [`posix`]: POSIX calls (`open`, `access`, `truncate`, `unlink`) on
 //!   `weft:` names, for libraries that probe their files outside MPI-IO.
 //! - [`posix_writable`]: serial read-write descriptors on `weft:` names
@@ -38,6 +40,8 @@ pub mod ffi;
 pub mod file;
 pub mod mounts;
 pub mod nonblocking;
+pub mod object_cache;
+pub mod objects;
 pub mod posix;
 pub mod posix_writable;
 pub mod runtime;

@@ -78,6 +78,14 @@ pub unsafe fn start(
     if let Position::Individual = at {
         file::advance(id, (prepared.total / prepared.etype_bytes) as i64)?;
     }
+    // The object cache (or atomic mode by objects) completes the access
+    // here: its bytes go to memory or through the cache's own path.
+    // SAFETY: per this function's contract.
+    if let Some(outcome) = unsafe { crate::object_cache::intercept(id, &prepared) }.transpose() {
+        let op = Arc::new(Op::default());
+        op.finish(outcome);
+        return register(op);
+    }
     let client = runtime::client()?.client();
     let op = Arc::new(Op::default());
     let op_id = register(op.clone())?;

@@ -156,7 +156,10 @@ pub fn seek(id: u64, offset: i64, whence: i32) -> MpiResult<()> {
     let base = match whence {
         0 => 0,
         1 => i64::try_from(get(id)?).map_err(|_| MpiClass::Arg)?,
-        2 => file::eof_etypes(&file::snapshot(id)?)?,
+        2 => {
+            crate::object_cache::flush(id)?;
+            file::eof_etypes(&file::snapshot(id)?)?
+        }
         _ => return Err(MpiClass::Arg),
     };
     let target = base.checked_add(offset).filter(|t| *t >= 0).ok_or(MpiClass::Arg)?;
