@@ -79,6 +79,8 @@ pub(crate) struct Shared {
     pub(crate) pool: Pool,
     pub(crate) placement: AtomicU32,
     pub(crate) client_driven: bool,
+    /// Capabilities held, when data requests need them.
+    pub(crate) capabilities: Option<crate::capabilities::Cache>,
 }
 
 /// A Weft client. Cheap to clone; clones share connections and counters.
@@ -155,8 +157,14 @@ impl Client {
         let pool = Pool::new(&config, options.timeouts)?;
         pool.faults.set(options.faults);
         let seed = std::process::id().wrapping_mul(2654435761);
-        let shared =
-            Arc::new(Shared { config, pool, placement: AtomicU32::new(seed), client_driven: options.client_driven });
+        let capabilities = crate::capabilities::cache_for(&config);
+        let shared = Arc::new(Shared {
+            config,
+            pool,
+            placement: AtomicU32::new(seed),
+            client_driven: options.client_driven,
+            capabilities,
+        });
         Ok(Client { shared, credentials: Arc::new(options.credentials) })
     }
 

@@ -429,6 +429,7 @@ impl Client {
             parts[piece.datafile_index as usize].extend_from_slice(&data[at..at + piece.length as usize]);
         }
         let ranges = d.local_ranges(offset, data.len() as u64);
+        let capability = self.capability(file, weft_proto::access::WRITE).await?;
         for (index, (start, end)) in ranges.into_iter().enumerate() {
             if start == end {
                 continue;
@@ -436,7 +437,7 @@ impl Client {
             let handle = file.layout.datafiles[index];
             let fence = locks.fence(handle).ok_or(ErrorCode::Invalid)?;
             let inner = Request::Write { handle, offset: start, length: end - start };
-            let request = Request::Fenced { fence, request: Box::new(inner) };
+            let request = crate::capabilities::capable(&capability, Request::Fenced { fence, request: Box::new(inner) });
             match self.call_bulk(self.server_of(handle)?, request, Bulk::Upload(&parts[index])).await? {
                 Reply::Io { .. } => {}
                 _ => return Err(ErrorCode::Protocol),

@@ -12,6 +12,7 @@ use futures::future::join_all;
 use weft_proto::message::{FileLayout, Reply, Request};
 use weft_proto::{limits, Distribution, ErrorCode, Handle, WeftResult};
 
+use crate::capabilities::capable;
 use crate::client::Client;
 use weft_net::transport::Bulk;
 
@@ -98,6 +99,7 @@ impl Client {
         if data.is_empty() {
             return Ok(());
         }
+        let capability = self.capability(file, weft_proto::access::WRITE).await?;
         let d = file.layout.distribution;
         let ranges = d.local_ranges(offset, data.len() as u64);
         // Each datafile's bytes are gathered from `data` chunk by chunk as
@@ -105,7 +107,7 @@ impl Client {
         let writes = ranges.iter().enumerate().filter(|(_, (s, e))| s != e).map(|(i, (start, end))| {
             let handle = file.layout.datafiles[i];
             let (start, length) = (*start, end - start);
-            let request = Request::Write { handle, offset: start, length };
+            let request = capable(&capability, Request::Write { handle, offset: start, length });
             async move {
                 let server = self.server_of(handle)?;
                 let mut fill = |stream_offset: u64, chunk: &mut [u8]| {
@@ -147,6 +149,8 @@ impl Client {
         if buf.is_empty() {
             return Ok(0);
         }
+        let capability = self.capability(file, weft_proto::access::READ).await?;
+        let capability = &capability;
         let d = file.layout.distribution;
         let ranges = d.local_ranges(offset, buf.len() as u64);
         let target = ScatterTarget { base: buf.as_mut_ptr(), len: buf.len() };
@@ -164,7 +168,7 @@ impl Client {
                         target.put(at, &bytes[from..from + run])
                     })
                 };
-                let request = Request::Read { handle, offset: start, length };
+                let request = capable(capability, Request::Read { handle, offset: start, length });
                 let reply = self.call_bulk(server, request, Bulk::Download(&mut sink)).await?;
                 match reply {
                     Reply::Io { bytes, local_size } if bytes <= length => {

@@ -17,6 +17,7 @@
 
 pub mod access;
 pub mod blocking;
+mod capabilities;
 pub mod client;
 pub mod dlm;
 pub mod io;

@@ -508,10 +508,12 @@ impl Client {
         // The time change first: it also checks write permission.
         let changes = AttrChanges { mtime: Some(TimeSet::Now), ..AttrChanges::default() };
         self.call_at(file.handle, Request::SetAttr { cred: self.cred(), handle: file.handle, changes }).await?;
+        let capability = self.capability(file, weft_proto::access::WRITE).await?;
         let distribution = file.layout.distribution;
         let results = join_all(file.layout.datafiles.iter().enumerate().map(|(i, h)| {
             let local_size = distribution.local_size(i as u32, size);
-            self.call_at(*h, Request::TruncateDatafile { handle: *h, local_size })
+            let request = crate::capabilities::capable(&capability, Request::TruncateDatafile { handle: *h, local_size });
+            self.call_at(*h, request)
         }))
         .await;
         results.into_iter().try_for_each(|r| r.map(|_| ()))

@@ -2,7 +2,10 @@
 //! length, moved by one of three methods.
 //!
 //! - [`IoMethod::Datatype`]: one `ReadDatatype`/`WriteDatatype` request per
-//!   datafile holding any byte of the access, all in flight at once. The
+//!   datafile holding any byte of the access, all in flight at once (an
+//!   access of more than `limits::DATATYPE_WALK_REGIONS_MAX` walk regions
+//!   goes in consecutive parts of at most that many, the most a server
+//!   walks per request). The
 //!   request carries the encoded file type; each server walks only its own
 //!   pieces (see `weft_server::noncontig`). The client runs the same
 //!   `StripeCursor` walk per datafile to gather the bytes that datafile
@@ -43,6 +46,7 @@ use weft_proto::message::{DatatypeAccess, Reply, Request, ServerCounters};
 use weft_proto::{ErrorCode, WeftResult};
 
 use crate::blocking::BlockingClient;
+use crate::capabilities::capable;
 use crate::client::Client;
 use crate::io::File;
 use weft_net::transport::Bulk;
@@ -299,11 +303,16 @@ impl MemoryMap<'_> {
 }
 
 /// A file access resolved to a dataloop walk.
+#[derive(Clone)]
 struct FileWalk {
     dataloop: Dataloop,
     encoded: Vec<u8>,
     count: u64,
     displacement: i64,
+    /// Where the whole access starts in the view's stream (the caller's
+    /// memory stream starts there).
+    access_start: u64,
+    /// The part of the access this walk covers.
     stream_start: u64,
     stream_length: u64,
 }
@@ -327,7 +336,35 @@ impl FileWalk {
         if encoded.len() as u64 + limits::DATATYPE_ACCESS_OTHER_BYTES_MAX > HEADER_BYTES_MAX as u64 {
             return Err(ErrorCode::TooBig);
         }
-        Ok(FileWalk { dataloop, encoded, count, displacement, stream_start: view_offset, stream_length: total })
+        Ok(FileWalk {
+            dataloop,
+            encoded,
+            count,
+            displacement,
+            access_start: view_offset,
+            stream_start: view_offset,
+            stream_length: total,
+        })
+    }
+
+    /// The access as consecutive parts of at most
+    /// `limits::DATATYPE_WALK_REGIONS_MAX` walk regions each, the most a
+    /// server walks for one request (one part when the access has fewer
+    /// bytes than that: every region holds a byte).
+    fn parts(&self) -> WeftResult<Vec<FileWalk>> {
+        if self.stream_length <= limits::DATATYPE_WALK_REGIONS_MAX {
+            return Ok(vec![self.clone()]);
+        }
+        let mut cursor = self.cursor()?;
+        let mut parts = Vec::new();
+        let mut start = self.stream_start;
+        while !cursor.is_done() {
+            cursor.skip_regions(limits::DATATYPE_WALK_REGIONS_MAX);
+            let end = cursor.position();
+            parts.push(FileWalk { stream_start: start, stream_length: end - start, ..self.clone() });
+            start = end;
+        }
+        Ok(parts)
     }
 
     fn cursor(&self) -> WeftResult<Cursor<'_>> {
@@ -652,6 +689,7 @@ impl Client {
         regions_per_request: u32,
     ) -> WeftResult<()> {
         let chunk = regions_per_request.clamp(1, limits::LIST_REGIONS_MAX) as usize;
+        let capability = &self.capability(file, weft_proto::access::WRITE).await?;
         let writes =
             per_datafile.into_iter().enumerate().filter(|(_, l)| !l.is_empty()).map(|(index, list)| async move {
                 let handle = file.layout.datafiles[index];
@@ -681,7 +719,7 @@ impl Client {
                         Ok(())
                     };
                     let regions = part.iter().map(|&(offset, length, _)| (offset, length)).collect();
-                    let request = Request::WriteList { handle, regions, total_length: total };
+                    let request = capable(capability, Request::WriteList { handle, regions, total_length: total });
                     let bulk = Bulk::UploadWith { length: total, fill: &mut fill };
                     expect_io(self.call_bulk(server, request, bulk).await?, total)?;
                 }
@@ -698,6 +736,7 @@ impl Client {
         regions_per_request: u32,
     ) -> WeftResult<()> {
         let chunk = regions_per_request.clamp(1, limits::LIST_REGIONS_MAX) as usize;
+        let capability = &self.capability(file, weft_proto::access::READ).await?;
         let buffer = Mutex::new(buf);
         let buffer = &buffer;
         let reads =
@@ -729,7 +768,7 @@ impl Client {
                         Ok(())
                     };
                     let regions = part.iter().map(|&(offset, length, _)| (offset, length)).collect();
-                    let request = Request::ReadList { handle, regions, total_length: total };
+                    let request = capable(capability, Request::ReadList { handle, regions, total_length: total });
                     expect_io(self.call_bulk(server, request, Bulk::Download(&mut sink)).await?, total)?;
                     self.shared.pool.count_download(server, "read_list", total);
                 }
@@ -739,6 +778,33 @@ impl Client {
     }
 
     async fn write_datatype(&self, file: &File, buf: &[u8], plan: &MemoryPlan<'_>, walk: FileWalk) -> WeftResult<()> {
+        for part in walk.parts()? {
+            self.write_datatype_part(file, buf, plan, part).await?;
+        }
+        Ok(())
+    }
+
+    async fn read_datatype(
+        &self,
+        file: &File,
+        buf: &mut [u8],
+        plan: &MemoryPlan<'_>,
+        walk: FileWalk,
+    ) -> WeftResult<()> {
+        for part in walk.parts()? {
+            self.read_datatype_part(file, buf, plan, part).await?;
+        }
+        Ok(())
+    }
+
+    async fn write_datatype_part(
+        &self,
+        file: &File,
+        buf: &[u8],
+        plan: &MemoryPlan<'_>,
+        walk: FileWalk,
+    ) -> WeftResult<()> {
+        let capability = &self.capability(file, weft_proto::access::WRITE).await?;
         let mut involved = Vec::new();
         let mut pieces = Vec::new();
         for index in 0..file.layout.datafiles.len() as u32 {
@@ -756,14 +822,14 @@ impl Client {
                     index: 0,
                     used: 0,
                     produced: 0,
-                    stream_start: walk.stream_start,
+                    stream_start: walk.access_start,
                 };
                 involved.push((walk.access(file, index), packed_length, gather));
             }
         }
         let writes = involved.into_iter().map(|(access, packed_length, mut gather)| async move {
             let server = self.server_of(access.handle)?;
-            let request = Request::WriteDatatype { access, packed_length };
+            let request = capable(capability, Request::WriteDatatype { access, packed_length });
             let mut fill = |chunk_offset: u64, chunk: &mut [u8]| gather.fill(chunk_offset, chunk, buf);
             let bulk = Bulk::UploadWith { length: packed_length, fill: &mut fill };
             expect_io(self.call_bulk(server, request, bulk).await?, packed_length)
@@ -771,13 +837,14 @@ impl Client {
         join_all(writes).await.into_iter().collect()
     }
 
-    async fn read_datatype(
+    async fn read_datatype_part(
         &self,
         file: &File,
         buf: &mut [u8],
         plan: &MemoryPlan<'_>,
         walk: FileWalk,
     ) -> WeftResult<()> {
+        let capability = &self.capability(file, weft_proto::access::READ).await?;
         let buffer_len = buf.len();
         let buffer = Mutex::new(buf);
         let buffer = &buffer;
@@ -792,7 +859,7 @@ impl Client {
                     index: 0,
                     used: 0,
                     consumed: 0,
-                    stream_start: walk.stream_start,
+                    stream_start: walk.access_start,
                 };
                 involved.push((walk.access(file, index), scatter));
             }
@@ -801,7 +868,8 @@ impl Client {
         let reads = involved.into_iter().map(|(access, mut scatter)| async move {
             let server = self.server_of(access.handle)?;
             let mut sink = |chunk_offset: u64, bytes: &[u8]| scatter.take(chunk_offset, bytes, buffer);
-            let reply = self.call_bulk(server, Request::ReadDatatype { access }, Bulk::Download(&mut sink)).await?;
+            let request = capable(capability, Request::ReadDatatype { access });
+            let reply = self.call_bulk(server, request, Bulk::Download(&mut sink)).await?;
             let consumed = scatter.consumed;
             expect_io(reply, consumed)?;
             if !scatter.finished() {

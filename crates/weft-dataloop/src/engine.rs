@@ -183,6 +183,18 @@ impl<'a> Cursor<'a> {
         bytes
     }
 
+    /// Moves past at most `regions_max` regions exactly as the walk
+    /// produces them (before coalescing; the unit a
+    /// [`crate::StripeCursor`] region budget counts); returns how many.
+    /// `O(regions · depth)`.
+    pub fn skip_regions(&mut self, regions_max: u64) -> u64 {
+        let mut taken = 0;
+        while taken < regions_max && self.next_raw().is_some() {
+            taken += 1;
+        }
+        taken
+    }
+
     /// Every remaining region, coalesced. Only for small accesses and tests.
     pub fn collect_all(&mut self) -> Vec<Region> {
         let mut out = Vec::new();
@@ -310,16 +322,34 @@ impl<'a> Cursor<'a> {
         (block, within / child_size, within % child_size)
     }
 
-    /// Skips, without producing them, upcoming units (tiles, contig
-    /// elements, vector blocks) whose data lies entirely inside
-    /// `[from, to)`, as long as the innermost frames are strided with a
-    /// positive step. Returns the stream bytes skipped. `O(depth)`.
+    /// Skips, without producing them, upcoming units whose data lies
+    /// entirely inside `[from, to)`: elements of the current block of any
+    /// frame (a tile of the repetition, contig elements, a block's elements)
+    /// and whole vector blocks, found by division whatever the sign of the
+    /// step (a zero step, as with a zero-extent child, skips every
+    /// remaining unit at once). Blocks of indexed and struct frames are
+    /// stepped over one by one. Returns the stream bytes skipped. `O(depth
+    /// + blocks stepped over)`.
     pub(crate) fn skip_inside(&mut self, from: u64, to: u64) -> u64 {
         if self.pending.is_some() {
             return 0;
         }
         let mut skipped = 0;
         while let Some(frame) = self.stack.last().copied() {
+            let kind = self.kind(frame.node);
+            if frame.block >= kind.block_count() {
+                self.stack.pop();
+                continue;
+            }
+            let is_vector = matches!(kind, Kind::Vector { .. });
+            let block_done = frame.element >= kind.block_length(frame.block)
+                || self.dataloop.node(kind.block_child(frame.block)).size() == 0;
+            if block_done && !is_vector {
+                let top = self.stack.last_mut().expect("the frame viewed");
+                top.block += 1;
+                top.element = 0;
+                continue;
+            }
             let Some(unit) = self.unit_view(frame) else { break };
             if unit.index >= unit.count {
                 self.stack.pop();
@@ -330,45 +360,37 @@ impl<'a> Cursor<'a> {
             let bytes = count * unit.bytes;
             self.position += bytes;
             skipped += bytes;
-            if let Some(top) = self.stack.last_mut() {
-                if unit.by_block {
-                    top.block = unit.index + count;
-                    top.element = 0;
-                } else {
-                    top.element = unit.index + count;
-                }
+            let top = self.stack.last_mut().expect("the frame viewed");
+            if unit.by_block {
+                top.block = unit.index + count;
+                top.element = 0;
+            } else {
+                top.element = unit.index + count;
             }
             if unit.index + count < unit.count {
                 break;
             }
-            self.stack.pop();
+            if !unit.by_block && !is_vector {
+                // The block is done: on to the next (a vector's next
+                // blocks are viewed as units on the next round).
+                top.block += 1;
+                top.element = 0;
+            }
         }
         skipped
     }
 
-    /// The frame seen as equal units `step` bytes apart, if it is one.
+    /// The frame's next units: whole blocks of a vector at a block
+    /// boundary, else the remaining elements of the current block.
     fn unit_view(&self, frame: Frame) -> Option<Unit> {
         let kind = self.kind(frame.node);
-        let child = self.dataloop.node(kind.block_child(0));
+        let length = kind.block_length(frame.block);
+        let child = self.dataloop.node(kind.block_child(frame.block));
         let extent = child.extent() as i128;
         let (lo, hi) = (child.true_lb() as i128, child.true_ub() as i128);
         let unit = match kind {
-            Kind::Contig { count, .. } => Unit {
-                by_block: false,
-                index: frame.element,
-                count: *count,
-                step: extent,
-                base: frame.base,
-                lo,
-                hi,
-                bytes: child.size(),
-            },
-            Kind::Vector { count, blocklength, stride_bytes, .. } => {
-                let index = match frame.element {
-                    0 => frame.block,
-                    e if e >= *blocklength => frame.block + 1,
-                    _ => return None,
-                };
+            Kind::Vector { count, blocklength, stride_bytes, .. } if frame.element == 0 || frame.element >= length => {
+                let index = if frame.element == 0 { frame.block } else { frame.block + 1 };
                 let spread = (*blocklength as i128 - 1) * extent;
                 Unit {
                     by_block: true,
@@ -378,12 +400,22 @@ impl<'a> Cursor<'a> {
                     base: frame.base,
                     lo: lo + spread.min(0),
                     hi: hi + spread.max(0),
-                    bytes: blocklength * child.size(),
+                    bytes: blocklength.checked_mul(child.size())?,
                 }
             }
+            _ if frame.element < length => Unit {
+                by_block: false,
+                index: frame.element,
+                count: length,
+                step: extent,
+                base: frame.base + kind.block_displacement(frame.block),
+                lo,
+                hi,
+                bytes: child.size(),
+            },
             _ => return None,
         };
-        (unit.step > 0 && unit.bytes > 0).then_some(unit)
+        (unit.bytes > 0).then_some(unit)
     }
 
     /// How many units from `unit.index` on lie entirely in `[from, to)`.
@@ -392,8 +424,13 @@ impl<'a> Cursor<'a> {
         if first + unit.lo < from || first + unit.hi > to {
             return 0;
         }
-        let fitting = (to - first - unit.hi) / unit.step + 1;
-        (fitting as u128).min((unit.count - unit.index) as u128) as u64
+        let left = (unit.count - unit.index) as u128;
+        let fitting = match unit.step.cmp(&0) {
+            std::cmp::Ordering::Greater => ((to - first - unit.hi) / unit.step + 1) as u128,
+            std::cmp::Ordering::Less => ((first + unit.lo - from) / -unit.step + 1) as u128,
+            std::cmp::Ordering::Equal => left,
+        };
+        fitting.min(left) as u64
     }
 }
 

@@ -22,6 +22,12 @@
 //! `O(all blocks)`; in general it is `O(owned pieces + (gaps entered) ·
 //! depth)`. Indexed and struct levels, and negative strides, are walked
 //! region by region (still correct, just not accelerated).
+//!
+//! The remaining worst case — many tiny regions none of which this server
+//! owns, each in a different gap (say a vector whose stride is a whole
+//! stripe) — costs one step per region. A server bounds it per request with
+//! [`StripeCursor::set_region_budget`]: past the budget the walk stops and
+//! [`StripeCursor::budget_exhausted`] says so.
 
 use serde::{Deserialize, Serialize};
 
@@ -167,12 +173,37 @@ pub struct StripeCursor<'a> {
     cursor: Cursor<'a>,
     filter: StripeFilter,
     current: Option<Span>,
+    /// Regions taken from the cursor so far.
+    examined: u64,
+    /// Most regions the walk may take from the cursor.
+    budget: u64,
+    exhausted: bool,
 }
 
 impl<'a> StripeCursor<'a> {
     /// Filters `cursor` (from its current position) through `filter`.
     pub fn new(cursor: Cursor<'a>, filter: StripeFilter) -> Self {
-        StripeCursor { cursor, filter, current: None }
+        StripeCursor { cursor, filter, current: None, examined: 0, budget: u64::MAX, exhausted: false }
+    }
+
+    /// Bounds the regions this walk takes from the underlying cursor (a
+    /// region skipped arithmetically is not taken). Once the budget is
+    /// spent, [`StripeCursor::next_batch`] returns what it has, then 0,
+    /// and [`StripeCursor::budget_exhausted`] is true. A stream range of
+    /// at most `budget` raw regions (see [`Cursor::skip_regions`]) never
+    /// exhausts it.
+    pub fn set_region_budget(&mut self, budget: u64) {
+        self.budget = budget;
+    }
+
+    /// Whether the walk stopped at its region budget, not at its end.
+    pub fn budget_exhausted(&self) -> bool {
+        self.exhausted
+    }
+
+    /// Regions taken from the cursor so far.
+    pub fn regions_examined(&self) -> u64 {
+        self.examined
     }
 
     /// Stream position up to which the access has been examined: a new
@@ -191,7 +222,7 @@ impl<'a> StripeCursor<'a> {
 
     /// Appends the next owned pieces within `limits` to `out`, merging
     /// pieces contiguous in both stream and datafile; returns the bytes
-    /// appended (0 once done).
+    /// appended (0 once done, or once the region budget is spent).
     pub fn next_batch(&mut self, limits: BatchLimits, out: &mut Vec<StripePiece>) -> u64 {
         let first = out.len();
         let regions_max = limits.regions_max.max(1);
@@ -232,8 +263,16 @@ impl<'a> StripeCursor<'a> {
     }
 
     fn fetch(&mut self) -> Option<Span> {
+        if self.cursor.is_done() {
+            return None;
+        }
+        if self.examined >= self.budget {
+            self.exhausted = true;
+            return None;
+        }
         let stream_offset = self.cursor.position();
         let raw = self.cursor.next_raw()?;
+        self.examined += 1;
         Some(Span { stream_offset, file_offset: raw.file_offset, length: raw.length })
     }
 

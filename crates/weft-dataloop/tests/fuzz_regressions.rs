@@ -57,6 +57,69 @@ fn a_data_span_beyond_i64_neither_overflows_nor_wraps() {
     replay(&input);
 }
 
+/// A datatype access whose stream range holds many tiny regions, none on
+/// the requested stripe: a vector of 5 blocks of ~10^16 instances of a
+/// zero-extent type (every instance at file bytes 0..12, stripe 0 of 4),
+/// seen from stripe 1 with 64 KiB strips. The walk used to skip the
+/// unowned regions one by one (over 100 s for the 251 MB range this input
+/// once named, hours for `IO_BYTES_MAX`); it now skips each block's
+/// zero-step elements, then the blocks, arithmetically. Found by the
+/// `dataloop` target, 2026-11-25, when its stream length was a `u32`
+/// (bytes 36..40 of the parameters).
+#[test]
+fn a_long_range_of_unowned_zero_extent_regions_is_skipped_arithmetically() {
+    const INPUT: &str = "AwAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAABAAAAAAAEAAEAAAAAD1dETDEDAAAAAQAAAABAAAAABAAAAAAAAAAEAAAAAAAAAAIA\
+                         AAAAAAADAAAAAAAAAAAAAwAAAAAAAAAAAAAAAwAAAAAAAAAAuAAAAAAAAAAFAAAAAAAAAAIAAAAAACQAKAAAAAAAAAABAAAA";
+    let input = decode_base64(INPUT);
+    replay(&input);
+    let dataloop = Dataloop::decode(&input[40..]).expect("the input decodes");
+    let original = u32::from_le_bytes(input[36..40].try_into().unwrap()) as u64;
+    assert_eq!(original, 251_658_240);
+    for stream_length in [original, 1 << 40] {
+        let mut cursor = Cursor::new(&dataloop, 3, 0).unwrap();
+        cursor.set_end(stream_length).unwrap();
+        let filter = StripeFilter::new(1 << 16, 4, 1).unwrap();
+        let mut stripes = StripeCursor::new(cursor, filter);
+        let mut pieces = Vec::new();
+        assert_eq!(stripes.next_batch(BatchLimits { regions_max: 64, bytes_max: 1 << 20 }, &mut pieces), 0);
+        assert!(pieces.is_empty(), "stripe 1 stores none of bytes 0..172");
+        assert!(stripes.is_done());
+        assert!(stripes.regions_examined() <= 2, "examined {}", stripes.regions_examined());
+    }
+}
+
+/// The case no arithmetic skip covers: one-byte blocks a whole stripe
+/// apart, every one on stripe 0, so stripe 1 sees 2^40 regions each in a
+/// different gap. A region budget (as servers set per request) stops the
+/// walk after that many regions and says so.
+#[test]
+fn a_region_budget_bounds_a_walk_of_unowned_regions_in_separate_gaps() {
+    let strip = 1u64 << 16;
+    let byte = Dataloop::bytes(1).unwrap();
+    let vector = Dataloop::hvector(1 << 40, 1, 4 * strip as i64, &byte).unwrap();
+    let mut stripes = StripeCursor::new(Cursor::new(&vector, 1, 0).unwrap(), StripeFilter::new(strip, 4, 1).unwrap());
+    stripes.set_region_budget(1 << 16);
+    let mut pieces = Vec::new();
+    assert_eq!(stripes.next_batch(BatchLimits::regions(64), &mut pieces), 0);
+    assert!(pieces.is_empty());
+    assert!(!stripes.is_done());
+    assert!(stripes.budget_exhausted());
+    assert_eq!(stripes.regions_examined(), 1 << 16);
+    // A range of at most `budget` raw regions never exhausts it.
+    let mut count = Cursor::new(&vector, 1, 0).unwrap();
+    assert_eq!(count.skip_regions(1 << 16), 1 << 16);
+    let mut cursor = Cursor::new(&vector, 1, 0).unwrap();
+    cursor.set_end(count.position()).unwrap();
+    let mut stripes = StripeCursor::new(cursor, StripeFilter::new(strip, 4, 0).unwrap());
+    stripes.set_region_budget(1 << 16);
+    let mut bytes = 0;
+    while !stripes.is_done() && !stripes.budget_exhausted() {
+        bytes += stripes.next_batch(BatchLimits::regions(4096), &mut Vec::new());
+    }
+    assert_eq!(bytes, 1 << 16, "stripe 0 stores every block");
+    assert!(!stripes.budget_exhausted());
+}
+
 fn decode_base64(text: &str) -> Vec<u8> {
     let value = |c: u8| match c {
         b'A'..=b'Z' => c - b'A',

@@ -146,6 +146,19 @@ pub fn peer_message(server_id: u32, nonce: &[u8], sender: u32) -> Vec<u8> {
     message
 }
 
+/// What a capability's MAC covers: everything in it but the MAC.
+pub fn capability_message(capability: &weft_proto::message::Capability) -> Vec<u8> {
+    let mut message = b"weft-capability-1\0".to_vec();
+    message.extend_from_slice(&capability.uid.to_le_bytes());
+    message.extend_from_slice(&capability.rights.to_le_bytes());
+    message.extend_from_slice(&capability.expires_ms.to_le_bytes());
+    message.extend_from_slice(&(capability.datafiles.len() as u32).to_le_bytes());
+    for datafile in &capability.datafiles {
+        message.extend_from_slice(&datafile.0.to_le_bytes());
+    }
+    message
+}
+
 /// The payload of a MUNGE credential for server `server_id`.
 pub fn munge_payload(server_id: u32, nonce: &[u8]) -> String {
     let hex: String = nonce.iter().map(|b| format!("{b:02x}")).collect();

@@ -101,6 +101,25 @@ pub const STRIP_BYTES_MAX: u64 = 1 << 32;
 /// Largest single read or write request (one datafile, contiguous).
 pub const IO_BYTES_MAX: u64 = 1 << 40;
 
+/// Most regions a server's walk of one datatype request (`ReadDatatype`,
+/// `WriteDatatype`, a datatype lock) may take from the dataloop, counted as
+/// the walk produces them before coalescing (a run skipped by arithmetic
+/// is not counted). Bounds the CPU one request costs a server (a range of
+/// tiny regions none of which it stores would otherwise cost one step per
+/// region, up to `IO_BYTES_MAX`); past it the server answers `TooBig`. A
+/// client splits a longer access into stream ranges of at most this many
+/// regions.
+pub const DATATYPE_WALK_REGIONS_MAX: u64 = 1 << 20;
+const _: () = assert!(DATATYPE_WALK_REGIONS_MAX >= LIST_REGIONS_MAX as u64);
+
+/// How long a capability (`Request::IssueCapability`) is valid after it
+/// is issued, by the data servers' clocks (servers' clocks are assumed
+/// within a few seconds of each other).
+pub const CAPABILITY_LEASE_MS: u64 = 10 * 60 * 1000;
+/// A client asks for a new capability when less than this is left of one.
+pub const CAPABILITY_RENEW_MS: u64 = 60 * 1000;
+const _: () = assert!(CAPABILITY_RENEW_MS * 4 <= CAPABILITY_LEASE_MS);
+
 /// Largest file offset + length accepted (the POSIX off_t range).
 pub const FILE_BYTES_MAX: u64 = i64::MAX as u64;
 
@@ -248,6 +267,19 @@ pub const AUTH_FRAME_BYTES_MAX: u32 = 4096;
 /// Time from accepting a connection to its authentication (`Hello` and
 /// `Authenticate` both received), after which the server closes it.
 pub const AUTH_TIMEOUT_MS: u32 = 5_000;
+
+/// Longest a server waits for a client (or peer) to take the next data
+/// chunk of a read or send the next chunk of a write; past it the request
+/// fails with `TimedOut`, releasing what it holds (a stopped client must
+/// not stall others). Shorter than a client's request timeout.
+pub const DATA_STALL_MS: u32 = 10_000;
+const _: () = assert!(DATA_STALL_MS < REQUEST_TIMEOUT_MS_DEFAULT);
+
+/// Most connections a server keeps that have not authenticated yet; one
+/// more is closed at once. Each lives at most `AUTH_TIMEOUT_MS`, so a
+/// flood of connections costs bounded memory and file descriptors, and
+/// authenticated connections keep being served.
+pub const UNAUTHENTICATED_CONNECTIONS_MAX: usize = 128;
 /// Bytes of the server's nonce in the `Hello` reply.
 pub const AUTH_NONCE_BYTES: usize = 32;
 /// Fewest bytes a file-system key file may hold.

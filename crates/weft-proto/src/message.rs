@@ -687,6 +687,47 @@ pub enum Request {
         /// The proof.
         proof: Proof,
     },
+    // ---- Capabilities (appended; see `weft-server::capability`). ----
+    /// Metadata server of metafile `handle`: checks that `cred` may access
+    /// the file with `rights` (`access::READ` / `access::WRITE` bits) and
+    /// replies `Capability`, which the file's data servers accept for
+    /// data requests by datafile handle.
+    IssueCapability {
+        /// Who asks.
+        cred: Credentials,
+        /// The metafile.
+        handle: Handle,
+        /// `access::READ` and/or `access::WRITE`.
+        rights: u32,
+    },
+    /// A data request by datafile handle (`Read`, `Write`, `ReadList`,
+    /// `WriteList`, `ReadDatatype`, `WriteDatatype`, `TruncateDatafile`, or
+    /// a `Fenced` write) with the capability that allows it.
+    Capable {
+        /// Issued by the file's metadata server.
+        capability: Capability,
+        /// The data request.
+        request: Box<Request>,
+    },
+}
+
+/// What a file's metadata server vouches: uid `uid` may use the file's
+/// datafiles with `rights` until `expires_ms` (Unix time, milliseconds).
+/// `mac` is an HMAC-SHA-256 under the file-system key over the rest
+/// (`weft_net::auth::capability_message`), so a data server checks it
+/// without a round trip.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capability {
+    /// The file's datafiles.
+    pub datafiles: Vec<Handle>,
+    /// Whose it is.
+    pub uid: u32,
+    /// `access::READ` and/or `access::WRITE`.
+    pub rights: u32,
+    /// Unix time in milliseconds after which it is refused.
+    pub expires_ms: u64,
+    /// The MAC.
+    pub mac: Vec<u8>,
 }
 
 /// What a data server locks for one lock request: pieces of one datafile
@@ -996,6 +1037,8 @@ impl Request {
             Request::DlmRelease { .. } => "dlm_release",
             Request::DlmRenew { .. } => "dlm_renew",
             Request::Fenced { .. } => "fenced",
+            Request::IssueCapability { .. } => "issue_capability",
+            Request::Capable { .. } => "capable",
             Request::Authenticate { .. } => "authenticate",
         }
     }
@@ -1098,6 +1141,8 @@ pub enum Reply {
         /// The server's start epoch (for fences).
         epoch: u64,
     },
+    /// An issued capability.
+    Capability(Capability),
 }
 
 impl Request {
@@ -1108,6 +1153,7 @@ impl Request {
             Request::Fenced { request, .. } => {
                 matches!(**request, Request::Write { .. } | Request::WriteList { .. } | Request::WriteDatatype { .. })
             }
+            Request::Capable { request, .. } => request.carries_data(),
             _ => false,
         }
     }

@@ -17,24 +17,30 @@
 //! - a request whose `cred` is not the connection's own identity, unless
 //!   the connection is root or a configured proxy uid: `Perm`.
 //!
-//! Data requests (`Read`, `Write`, ... by datafile handle) are not checked
-//! against the file's permissions here: a client that knows a datafile
-//! handle can read or write it (see ARCHITECTURE.md, "Authentication").
+//! - a data request by datafile handle (`Read`, `Write`, ...) from a
+//!   client that must present capabilities (MUNGE, not root, not a proxy)
+//!   without a valid capability for it ([`crate::capability`]): `Access`.
+//!   Key holders (trusted in key mode), root, proxies and peers need none;
+//!   with `auth.mode = "none"` nothing is checked.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use weft_config::{AuthMode, Config};
 use weft_net::auth::{client_message, munge_payload, peer_message, verify_key_mac};
-use weft_proto::message::{CollectiveOp, Credentials, Proof, Request};
-use weft_proto::{ErrorCode, WeftResult};
+use weft_proto::access::{READ, WRITE};
+use weft_proto::message::{Capability, CollectiveOp, Credentials, Proof, Request};
+use weft_proto::{limits, ErrorCode, Handle, WeftResult};
 
 /// The server's side of authentication: its key and rules.
 pub struct Auth {
     mode: AuthMode,
-    key: Vec<u8>,
+    key: Arc<Vec<u8>>,
     proxy_uids: Vec<u32>,
     munge_socket: Option<PathBuf>,
     server_id: u32,
+    /// Slots for connections not yet authenticated.
+    unauthenticated: Arc<tokio::sync::Semaphore>,
 }
 
 /// How a connection greeted.
@@ -62,6 +68,9 @@ pub enum Identity {
         /// Proved the file-system key (could greet as a peer anyway):
         /// may send peer-only requests, like root.
         key_holder: bool,
+        /// The key to check capabilities with, when its data requests by
+        /// datafile handle need one (a MUNGE client, not root or proxy).
+        capability_key: Option<Arc<Vec<u8>>>,
     },
 }
 
@@ -85,11 +94,19 @@ impl Auth {
         };
         Ok(Auth {
             mode: auth.mode,
-            key,
+            key: Arc::new(key),
             proxy_uids: auth.proxy_uids.clone(),
             munge_socket: auth.munge_socket.clone(),
             server_id,
+            unauthenticated: Arc::new(tokio::sync::Semaphore::new(limits::UNAUTHENTICATED_CONNECTIONS_MAX)),
         })
+    }
+
+    /// A slot for a new connection until it authenticates; `None` when
+    /// `limits::UNAUTHENTICATED_CONNECTIONS_MAX` are waiting already (the
+    /// new one is closed).
+    pub fn unauthenticated_slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.unauthenticated.clone().try_acquire_owned().ok()
     }
 
     /// Verifies `proof` for a connection that greeted with `greeting` and
@@ -132,7 +149,8 @@ impl Auth {
 
     fn client(&self, cred: Credentials, key_holder: bool) -> Identity {
         let proxy = cred.uid == 0 || self.proxy_uids.contains(&cred.uid);
-        Identity::Client { cred, proxy, key_holder }
+        let capability_key = (!proxy && !key_holder).then(|| self.key.clone());
+        Identity::Client { cred, proxy, key_holder, capability_key }
     }
 }
 
@@ -172,14 +190,25 @@ enum Class<'a> {
     Acting(&'a Credentials),
     /// Both: peer-only and carrying credentials.
     PeerOnlyActing(&'a Credentials),
+    /// Data by datafile handle: needs these rights on it (a capability,
+    /// from connections that must present one).
+    Data(Handle, u32),
+    /// A capability wrapped around what is not a data request.
+    Misplaced,
 }
 
 /// Every request kind's class, in one exhaustive match.
 fn class(request: &Request) -> Class<'_> {
     match request {
         Request::Hello { .. } | Request::PeerHello { .. } | Request::Authenticate { .. } => Class::Greeting,
-        // Data by handle (no file permission check at the data server) and
-        // status, counters, sessions: any authenticated connection.
+        Request::Read { handle, .. } | Request::ReadList { handle, .. } => Class::Data(*handle, READ),
+        Request::ReadDatatype { access } => Class::Data(access.handle, READ),
+        Request::Write { handle, .. } | Request::WriteList { handle, .. } | Request::TruncateDatafile { handle, .. } => {
+            Class::Data(*handle, WRITE)
+        }
+        Request::WriteDatatype { access, .. } => Class::Data(access.handle, WRITE),
+        Request::Capable { .. } => Class::Misplaced,
+        // Status, counters, sessions: any authenticated connection.
         Request::Ping
         | Request::GetAttr { .. }
         | Request::GetAttrBatch { .. }
@@ -187,14 +216,7 @@ fn class(request: &Request) -> Class<'_> {
         | Request::StatFs
         | Request::StatFsAll
         | Request::Counters
-        | Request::Read { .. }
-        | Request::Write { .. }
         | Request::Fsync { .. }
-        | Request::ReadList { .. }
-        | Request::WriteList { .. }
-        | Request::ReadDatatype { .. }
-        | Request::WriteDatatype { .. }
-        | Request::TruncateDatafile { .. }
         | Request::StatFile { .. }
         | Request::SessionOpen { .. }
         | Request::SessionRenew { .. }
@@ -209,7 +231,10 @@ fn class(request: &Request) -> Class<'_> {
         | Request::DlmRelease { .. }
         | Request::DlmRenew { .. } => Class::Open,
         // A fenced write is admitted as the write it wraps.
-        Request::Fenced { request, .. } => class(request),
+        Request::Fenced { request, .. } => match class(request) {
+            Class::Data(handle, rights) => Class::Data(handle, rights),
+            _ => Class::Misplaced,
+        },
         Request::Collective { operation, .. } => match operation {
             CollectiveOp::Ping | CollectiveOp::DatafileSizes | CollectiveOp::Status | CollectiveOp::Counters => {
                 Class::Open
@@ -217,6 +242,7 @@ fn class(request: &Request) -> Class<'_> {
             CollectiveOp::RemoveObjects | CollectiveOp::SettleSizes => Class::PeerOnly,
         },
         Request::Lookup { cred, .. }
+        | Request::IssueCapability { cred, .. }
         | Request::SetAttr { cred, .. }
         | Request::ReadDir { cred, .. }
         | Request::CreateFile { cred, .. }
@@ -242,22 +268,31 @@ fn class(request: &Request) -> Class<'_> {
 }
 
 /// Whether a connection authenticated as `identity` may send `request`:
-/// `Perm` if not (`Protocol` for a second greeting).
+/// `Perm` if not, `Access` for a data request without the capability it
+/// needs (`Protocol` for a second greeting or a misplaced capability).
 pub fn admit(identity: &Identity, request: &Request) -> WeftResult<()> {
+    let (capability, request) = match request {
+        Request::Capable { capability, request } => (Some(capability), &**request),
+        request => (None, request),
+    };
     let class = class(request);
-    let (cred, proxy, key_holder) = match identity {
+    if capability.is_some() && !matches!(class, Class::Data(..)) {
+        return Err(ErrorCode::Protocol);
+    }
+    let (cred, proxy, key_holder, capability_key) = match identity {
         Identity::Anyone | Identity::Peer => {
             return match class {
-                Class::Greeting => Err(ErrorCode::Protocol),
+                Class::Greeting | Class::Misplaced => Err(ErrorCode::Protocol),
                 _ => Ok(()),
             };
         }
-        Identity::Client { cred, proxy, key_holder } => (cred, *proxy, *key_holder),
+        Identity::Client { cred, proxy, key_holder, capability_key } => (cred, *proxy, *key_holder, capability_key),
     };
     let root = cred.uid == 0 || key_holder;
     let acting = match class {
-        Class::Greeting => return Err(ErrorCode::Protocol),
+        Class::Greeting | Class::Misplaced => return Err(ErrorCode::Protocol),
         Class::Open => return Ok(()),
+        Class::Data(handle, rights) => return check_capability(capability_key, capability, cred.uid, handle, rights),
         Class::PeerOnly if root => return Ok(()),
         Class::PeerOnly => return Err(ErrorCode::Perm),
         Class::PeerOnlyActing(_) if !root => return Err(ErrorCode::Perm),
@@ -267,6 +302,55 @@ pub fn admit(identity: &Identity, request: &Request) -> WeftResult<()> {
         Ok(())
     } else {
         Err(ErrorCode::Perm)
+    }
+}
+
+/// Binds the lock owner id a client names (`DlmAcquire`, `DlmContinue`,
+/// `DlmRelease`, `DlmRenew`, a `Fenced` write) to the connection's uid:
+/// the server keeps the lock under a keyed hash of (uid, id), with a key
+/// random per server process, so a client of another uid that names the
+/// same id addresses another owner and can neither release, renew, fence
+/// with nor wait on the first one's locks. Connections without a client
+/// identity (peers; `auth.mode = "none"`, where the uid is unknown) keep
+/// ids as sent. The same id from the same uid is the same owner on every
+/// connection (a client's pool has several).
+pub fn bind_owner(identity: &Identity, mut request: Request) -> Request {
+    let Identity::Client { cred, .. } = identity else { return request };
+    let uid = cred.uid;
+    match &mut request {
+        Request::DlmAcquire { owner, .. }
+        | Request::DlmContinue { owner, .. }
+        | Request::DlmRelease { owner, .. }
+        | Request::DlmRenew { owner } => *owner = owner_of(uid, *owner),
+        Request::Fenced { fence, .. } => fence.owner = owner_of(uid, fence.owner),
+        Request::Capable { request: inner, .. } => {
+            let taken = std::mem::replace(&mut **inner, Request::Ping);
+            **inner = bind_owner(identity, taken);
+        }
+        _ => {}
+    }
+    request
+}
+
+/// The owner id kept for id `owner` named by `uid`.
+fn owner_of(uid: u32, owner: u64) -> u64 {
+    use std::hash::BuildHasher;
+    static KEY: std::sync::OnceLock<std::collections::hash_map::RandomState> = std::sync::OnceLock::new();
+    KEY.get_or_init(std::collections::hash_map::RandomState::new).hash_one((uid, owner)) | 1
+}
+
+/// A data request's capability check (none needed without a key).
+fn check_capability(
+    key: &Option<Arc<Vec<u8>>>,
+    capability: Option<&Capability>,
+    uid: u32,
+    handle: Handle,
+    rights: u32,
+) -> WeftResult<()> {
+    match (key, capability) {
+        (None, _) => Ok(()),
+        (Some(_), None) => Err(ErrorCode::Access),
+        (Some(key), Some(capability)) => crate::capability::verify(key, capability, uid, handle, rights),
     }
 }
 
@@ -292,13 +376,13 @@ mod tests {
 
     #[test]
     fn clients_act_only_as_themselves_unless_proxy() {
-        let alice = Identity::Client { cred: user(1000), proxy: false, key_holder: false };
+        let alice = Identity::Client { cred: user(1000), proxy: false, key_holder: false, capability_key: None };
         assert_eq!(admit(&alice, &lookup(user(1000))), Ok(()));
         assert_eq!(admit(&alice, &lookup(Credentials { groups: vec![50], ..user(1000) })), Ok(()), "fewer groups");
         assert_eq!(admit(&alice, &lookup(user(0))), Err(ErrorCode::Perm), "forged uid");
         assert_eq!(admit(&alice, &lookup(Credentials { gid: 0, ..user(1000) })), Err(ErrorCode::Perm), "forged gid");
         assert_eq!(admit(&alice, &lookup(Credentials { groups: vec![0], ..user(1000) })), Err(ErrorCode::Perm));
-        let gateway = Identity::Client { cred: user(7), proxy: true, key_holder: false };
+        let gateway = Identity::Client { cred: user(7), proxy: true, key_holder: false, capability_key: None };
         assert_eq!(admit(&gateway, &lookup(user(1000))), Ok(()));
         assert_eq!(admit(&Identity::Peer, &lookup(user(1000))), Ok(()));
     }
@@ -317,10 +401,10 @@ mod tests {
             },
             Request::Collective { operation: CollectiveOp::RemoveObjects, groups: vec![], fanout: 0, round: 0 },
         ];
-        let alice = Identity::Client { cred: user(1000), proxy: false, key_holder: false };
-        let gateway = Identity::Client { cred: user(7), proxy: true, key_holder: false };
-        let root = Identity::Client { cred: user(0), proxy: true, key_holder: false };
-        let key_holder = Identity::Client { cred: user(1000), proxy: false, key_holder: true };
+        let alice = Identity::Client { cred: user(1000), proxy: false, key_holder: false, capability_key: None };
+        let gateway = Identity::Client { cred: user(7), proxy: true, key_holder: false, capability_key: None };
+        let root = Identity::Client { cred: user(0), proxy: true, key_holder: false, capability_key: None };
+        let key_holder = Identity::Client { cred: user(1000), proxy: false, key_holder: true, capability_key: None };
         for request in &requests {
             assert_eq!(admit(&key_holder, request), Ok(()), "{request:?}");
             assert_eq!(admit(&alice, request), Err(ErrorCode::Perm), "{request:?}");
@@ -332,5 +416,47 @@ mod tests {
         assert_eq!(admit(&alice, &status), Ok(()));
         assert_eq!(admit(&alice, &Request::Read { handle: Handle::ROOT, offset: 0, length: 1 }), Ok(()));
         assert_eq!(admit(&alice, &Request::Hello { protocol_version: 2 }), Err(ErrorCode::Protocol));
+    }
+
+    #[test]
+    fn data_requests_need_a_capability_only_where_one_is_required() {
+        let key = Arc::new(b"k".repeat(32));
+        let munge_alice =
+            Identity::Client { cred: user(1000), proxy: false, key_holder: false, capability_key: Some(key.clone()) };
+        let read = Request::Read { handle: Handle(9), offset: 0, length: 1 };
+        assert_eq!(admit(&munge_alice, &read), Err(ErrorCode::Access), "no capability");
+        let mut capability = Capability {
+            datafiles: vec![Handle(9)],
+            uid: 1000,
+            rights: READ,
+            expires_ms: u64::MAX,
+            mac: vec![],
+        };
+        capability.mac = weft_net::auth::key_mac(&key, &weft_net::auth::capability_message(&capability));
+        let capable = |request: Request| Request::Capable { capability: capability.clone(), request: Box::new(request) };
+        assert_eq!(admit(&munge_alice, &capable(read.clone())), Ok(()));
+        let write = Request::Write { handle: Handle(9), offset: 0, length: 1 };
+        assert_eq!(admit(&munge_alice, &capable(write.clone())), Err(ErrorCode::Access), "read-only");
+        assert_eq!(admit(&munge_alice, &capable(lookup(user(1000)))), Err(ErrorCode::Protocol), "misplaced");
+        assert_eq!(admit(&munge_alice, &capable(capable(read.clone()))), Err(ErrorCode::Protocol), "nested");
+        // Key holders, proxies, peers and `none` mode need none.
+        let key_alice = Identity::Client { cred: user(1000), proxy: false, key_holder: true, capability_key: None };
+        for identity in [key_alice, Identity::Peer, Identity::Anyone] {
+            assert_eq!(admit(&identity, &write), Ok(()));
+        }
+    }
+
+    #[test]
+    fn lock_owner_ids_are_kept_per_uid() {
+        let client = |uid| Identity::Client { cred: user(uid), proxy: false, key_holder: true, capability_key: None };
+        let renew = Request::DlmRenew { owner: 5 };
+        let owner = |identity: &Identity| match bind_owner(identity, renew.clone()) {
+            Request::DlmRenew { owner } => owner,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(owner(&client(1000)), owner(&client(1000)), "the same uid: the same owner");
+        assert_ne!(owner(&client(1000)), owner(&client(2000)));
+        assert_eq!(owner(&Identity::Peer), 5);
+        assert_eq!(owner(&Identity::Anyone), 5);
     }
 }

@@ -14,7 +14,11 @@
 //! `AUTH_FRAME_BYTES_MAX` bytes and both within `AUTH_TIMEOUT_MS` of the
 //! accept; otherwise the connection is closed. The identity it proves is
 //! fixed for the connection; every later request is checked against it
-//! ([`crate::auth::admit`]) before its task is spawned.
+//! ([`crate::auth::admit`]) before its task is spawned, and the lock owner
+//! ids it names are bound to its uid ([`crate::auth::bind_owner`]). At most
+//! `UNAUTHENTICATED_CONNECTIONS_MAX` connections wait to authenticate at
+//! once; more are closed at accept. A request whose client stops taking
+//! or sending its data for `DATA_STALL_MS` fails ([`crate::link`]).
 //!
 //! Flow control: a writer may have at most `WRITE_WINDOW_CHUNKS` chunks of
 //! one request unacknowledged (the request frame's own payload counts as
@@ -50,6 +54,9 @@ type Reader = BufReader<tokio::net::tcp::OwnedReadHalf>;
 /// Serves one connection until the peer closes it or violates the
 /// protocol; it must authenticate with `auth` first.
 pub async fn serve(stream: TcpStream, service: Arc<Service>, auth: Arc<Auth>) {
+    let Some(slot) = auth.unauthenticated_slot() else {
+        return; // too many connections waiting to authenticate: closed
+    };
     let _ = stream.set_nodelay(true);
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let (read_half, write_half) = stream.into_split();
@@ -68,6 +75,7 @@ pub async fn serve(stream: TcpStream, service: Arc<Service>, auth: Arc<Auth>) {
         Ok(admitted) => admitted,
         Err(_) => Err(format!("not authenticated within {} ms", limits::AUTH_TIMEOUT_MS)),
     };
+    drop(slot);
     let result = match admitted {
         Ok(Some(inflight_max)) => connection.read_loop(&mut reader, inflight_max).await,
         Ok(None) => Ok(()),
@@ -238,6 +246,7 @@ impl Connection {
         if let Err(code) = crate::auth::admit(&self.identity, &request) {
             return self.send_reply(request_id, Err(code)).await;
         }
+        let request = crate::auth::bind_owner(&self.identity, request);
         let is_write = request.carries_data();
         if !frame.payload.is_empty() && !is_write {
             return self.send_reply(request_id, Err(ErrorCode::Protocol)).await;

@@ -103,6 +103,11 @@ pub async fn dispatch(service: &Service, request: Request, link: &mut Link) -> R
             }
             _ => Err(ErrorCode::Protocol),
         },
+        // Admitted with its capability checked: run the request it wraps.
+        Request::Capable { request, .. } => Box::pin(dispatch(service, *request, link)).await,
+        Request::IssueCapability { cred, handle, rights } => {
+            service.capabilities.issue(metadata, cred, handle, rights).await
+        }
         Request::Ping => Ok(Reply::Done),
         Request::Lookup { cred, parent, name } => metadata.lookup(cred, parent, name).await,
         Request::GetAttr { handle } => metadata.getattr(handle).await,

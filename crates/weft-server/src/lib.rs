@@ -40,6 +40,7 @@
 pub mod aggregate;
 pub mod auth;
 pub mod bytestream;
+pub mod capability;
 pub mod cluster;
 pub mod committer;
 pub mod connection;

@@ -6,9 +6,15 @@
 //! handler never sees the socket, so handlers can be driven from a test
 //! with two channels.
 
+use std::time::Duration;
+
 use tokio::sync::mpsc;
 use weft_proto::frame::Frame;
-use weft_proto::{ErrorCode, WeftResult};
+use weft_proto::{limits, ErrorCode, WeftResult};
+
+fn stall() -> Duration {
+    Duration::from_millis(limits::DATA_STALL_MS as u64)
+}
 
 /// One request's view of its connection.
 pub struct Link {
@@ -39,19 +45,30 @@ impl Link {
     }
 
     /// Sends `bytes` as a data frame at `stream_offset` of the reply stream.
+    /// `TimedOut` if the peer takes nothing for `limits::DATA_STALL_MS`
+    /// (a stopped client must not hold the request, and the guards it
+    /// holds, forever).
     pub async fn send_data(&self, stream_offset: u64, bytes: Vec<u8>) -> WeftResult<()> {
-        self.outgoing.send(Frame::data(self.request_id, stream_offset, bytes)).await.map_err(|_| ErrorCode::Unreachable)
+        let send = self.outgoing.send(Frame::data(self.request_id, stream_offset, bytes));
+        match tokio::time::timeout(stall(), send).await {
+            Ok(sent) => sent.map_err(|_| ErrorCode::Unreachable),
+            Err(_) => Err(ErrorCode::TimedOut),
+        }
     }
 
     /// The next uploaded chunk: its offset in the request's data stream and
     /// its bytes. `Protocol` if the request uploads nothing; `Unreachable`
-    /// if the connection ended first.
+    /// if the connection ended first; `TimedOut` if nothing comes for
+    /// `limits::DATA_STALL_MS`.
     pub async fn next_chunk(&mut self) -> WeftResult<(u64, Vec<u8>)> {
         let upload = self.upload.as_mut().ok_or(ErrorCode::Protocol)?;
         if let Some(first) = upload.first.take() {
             return Ok((0, first));
         }
-        let frame = upload.chunks.recv().await.ok_or(ErrorCode::Unreachable)?;
+        let frame = tokio::time::timeout(stall(), upload.chunks.recv())
+            .await
+            .map_err(|_| ErrorCode::TimedOut)?
+            .ok_or(ErrorCode::Unreachable)?;
         Ok((frame.header.aux, frame.payload))
     }
 

@@ -21,6 +21,10 @@
 //! lockstep to learn where each byte goes. The client runs the same walk to
 //! gather and scatter, so no offsets travel besides the description.
 //!
+//! CPU per request is bounded too: a datatype walk takes at most
+//! `limits::DATATYPE_WALK_REGIONS_MAX` regions from the dataloop, else the
+//! request fails with `TooBig` (the client splits longer accesses).
+//!
 //! Memory per request is bounded: one batch of at most
 //! [`PIECES_PER_BATCH_MAX`] pieces and `CHUNK_BYTES_MAX` data bytes, plus a
 //! sieve window (see [`crate::sieve`]), plus the write window of chunks.
@@ -48,6 +52,12 @@ trait PieceSource {
     /// [`PIECES_PER_BATCH_MAX`] pieces), packed offsets counted from 0;
     /// returns the bytes appended (0 once done).
     fn next_pieces(&mut self, bytes_max: u64, out: &mut Vec<Piece>) -> u64;
+
+    /// Why the walk returned 0: `TooBig` if it stopped at the region budget
+    /// (`limits::DATATYPE_WALK_REGIONS_MAX`), else `otherwise`.
+    fn stopped(&self, otherwise: ErrorCode) -> ErrorCode {
+        otherwise
+    }
 }
 
 /// List I/O pieces.
@@ -103,6 +113,13 @@ impl PieceSource for StripeSource<'_> {
         }
         bytes
     }
+
+    fn stopped(&self, otherwise: ErrorCode) -> ErrorCode {
+        match self.cursor.budget_exhausted() {
+            true => ErrorCode::TooBig,
+            false => otherwise,
+        }
+    }
 }
 
 /// Checks a list request and builds its source.
@@ -142,7 +159,9 @@ fn stripe_source<'a>(access: &DatatypeAccess, dataloop: &'a Dataloop) -> WeftRes
     let d = access.distribution;
     let filter =
         StripeFilter::new(d.strip_bytes, d.stripe_count, access.stripe_index).map_err(|_| ErrorCode::Invalid)?;
-    Ok(StripeSource { cursor: StripeCursor::new(cursor, filter), batch: Vec::new() })
+    let mut cursor = StripeCursor::new(cursor, filter);
+    cursor.set_region_budget(limits::DATATYPE_WALK_REGIONS_MAX);
+    Ok(StripeSource { cursor, batch: Vec::new() })
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> WeftResult<T> + Send + 'static) -> WeftResult<T> {
@@ -215,7 +234,10 @@ async fn read(
         let mut pieces = Vec::new();
         let bytes = source.next_pieces(CHUNK_BYTES_MAX as u64, &mut pieces);
         if bytes == 0 {
-            break;
+            match source.stopped(ErrorCode::Protocol) {
+                ErrorCode::TooBig => return Err(ErrorCode::TooBig),
+                _ => break,
+            }
         }
         let storage = storage.clone();
         let packed = blocking(move || {
@@ -262,6 +284,9 @@ async fn write(
     if source.next_pieces(1, &mut Vec::new()) != 0 {
         return Err(ErrorCode::Protocol); // the access holds more bytes than were sent
     }
+    if source.stopped(ErrorCode::Protocol) == ErrorCode::TooBig {
+        return Err(ErrorCode::TooBig);
+    }
     Ok(Reply::Io { bytes: received, local_size: local_size_of(storage, handle).await? })
 }
 
@@ -278,7 +303,8 @@ async fn store(
         let mut pieces = Vec::new();
         let bytes = source.next_pieces(length - done, &mut pieces);
         if bytes == 0 {
-            return Err(ErrorCode::Protocol); // more bytes sent than the access holds
+            // More bytes sent than the access holds, or a walk past its budget.
+            return Err(source.stopped(ErrorCode::Protocol));
         }
         let (storage, payload) = (storage.clone(), payload.clone());
         let from = done as usize;

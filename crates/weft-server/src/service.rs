@@ -14,6 +14,7 @@ use weft_config::Config;
 use weft_proto::{ErrorCode, WeftResult};
 
 use crate::bytestream::Bytestreams;
+use crate::capability::Issuer;
 use crate::cluster::Cluster;
 use crate::datafiles::{DatafileStore, Datafiles};
 use crate::here::Here;
@@ -38,6 +39,8 @@ pub struct Service {
     pub sessions: Sessions,
     /// Peers, status, pools, reclaim; operations across servers.
     pub cluster: Arc<Cluster>,
+    /// Issues capabilities for data requests.
+    pub capabilities: Issuer,
 }
 
 impl Service {
@@ -59,6 +62,7 @@ impl Service {
         let datafiles = Datafiles::new(wrap(Arc::new(Bytestreams::open(&section.storage)?)), section.capacity_bytes)?
             .with_headroom(store.headroom().clone());
         let peers = Arc::new(Peers::new(&config, server_id)?);
+        let capabilities = Issuer::from_config(&config).map_err(|_| ErrorCode::Invalid)?;
         let config = Arc::new(config);
         let here = Here { server_id, config: config.clone() };
         let storage = Arc::new(Storage::new(here.clone(), datafiles));
@@ -68,7 +72,15 @@ impl Service {
             let now = now_ns();
             metadata.committer.submit(Box::new(move |w, _| namespace::ensure_root(w, now))).await?;
         }
-        Ok(Arc::new(Service { server_id, config, storage, metadata, sessions: Sessions::default(), cluster }))
+        Ok(Arc::new(Service {
+            server_id,
+            config,
+            storage,
+            metadata,
+            sessions: Sessions::default(),
+            cluster,
+            capabilities,
+        }))
     }
 
     /// Starts the background tasks: pool refills, the reclaim queue,

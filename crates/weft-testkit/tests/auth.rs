@@ -4,7 +4,11 @@
 //! process cannot read another user's 0600 file through the CLI — in key
 //! mode (it cannot read the key) and in MUNGE mode (its own munged, own
 //! key and socket), also when a preloaded shim makes `getuid()` and
-//! `geteuid()` lie (the server takes the uid from the MUNGE credential).
+//! `geteuid()` lie (the server takes the uid from the MUNGE credential);
+//! nor by sending data requests by datafile handle itself: in MUNGE mode
+//! those need a capability from the file's metadata server. Lock owner
+//! ids are bound to the connection's uid: another uid naming the same id
+//! can neither release, fence with nor contend as the first one's owner.
 
 mod raw;
 
@@ -17,7 +21,10 @@ use raw::Raw;
 use weft_net::auth::{key_mac, peer_message};
 use weft_proto::frame::Frame;
 use weft_proto::limits::{AUTH_FRAME_BYTES_MAX, PROTOCOL_VERSION};
-use weft_proto::message::{CollectiveOp, Credentials, NewObject, Proof, Reply, Request};
+use weft_proto::access::{READ, WRITE};
+use weft_proto::message::{
+    Capability, CollectiveOp, Credentials, Fence, LockDescription, NewObject, Proof, Reply, Request,
+};
 use weft_proto::{ErrorCode, Handle};
 use weft_testkit::{weft_bin, Cluster, ClusterOptions};
 
@@ -261,7 +268,12 @@ fn build_shim(dir: &Path) -> PathBuf {
 
 /// A raw connection authenticated with a MUNGE credential made by uid 1000.
 fn munge_connection_as_1000(cluster: &Cluster) -> Raw {
-    let mut raw = Raw::connect(cluster);
+    munge_connection_as_1000_to(cluster, 0)
+}
+
+/// As [`munge_connection_as_1000`], to server `id`.
+fn munge_connection_as_1000_to(cluster: &Cluster, id: u32) -> Raw {
+    let mut raw = Raw::connect_to(cluster, id);
     let (server_id, nonce) = raw.greet(&hello());
     let payload = weft_net::auth::munge_payload(server_id, &nonce);
     let output = Command::new("setpriv")
@@ -335,4 +347,159 @@ fn munge_binds_a_connection_to_the_real_uid() {
     let credential = weft_net::auth::munge_encode(Some(&munge_dir().join("sock")), &payload).unwrap();
     assert_eq!(raw.request(&Request::Authenticate { proof: Proof::Munge { credential } }), Err(ErrorCode::Access));
     drop(munged);
+}
+
+/// The first datafile of `path` (holding its first strip) and its server.
+fn first_datafile(cluster: &Cluster, path: &str) -> (Handle, Handle, u32) {
+    let file = cluster.client().open(path, 0).unwrap();
+    let datafile = file.layout.datafiles[0];
+    (file.handle, datafile, cluster.config.server_of_handle(datafile).unwrap())
+}
+
+#[test]
+fn data_requests_by_handle_need_a_capability_in_munge_mode() {
+    let munged = Munged::start();
+    let cluster = Cluster::start(ClusterOptions { servers: 2, tune: Some(munge_mode), ..Default::default() });
+    make_files(&cluster);
+    open_config_to_everyone(&cluster);
+    let (secret, secret_data, server) = first_datafile(&cluster, "/secret");
+    let (mine, mine_data, mine_server) = first_datafile(&cluster, "/mine");
+    // uid 1000 forges data requests for root's 0600 file by its datafile handle.
+    let mut alice = munge_connection_as_1000_to(&cluster, server);
+    let forged = [
+        Request::Read { handle: secret_data, offset: 0, length: 9 },
+        Request::ReadList { handle: secret_data, regions: vec![(0, 9)], total_length: 9 },
+        Request::Write { handle: secret_data, offset: 0, length: 0 },
+        Request::TruncateDatafile { handle: secret_data, local_size: 0 },
+    ];
+    for request in &forged {
+        assert_eq!(alice.request(request), Err(ErrorCode::Access), "{request:?}");
+    }
+    // Its metadata server issues no capability for it.
+    let mut alice_meta = munge_connection_as_1000_to(&cluster, cluster.config.server_of_handle(secret).unwrap());
+    for rights in [READ, WRITE] {
+        let issue = Request::IssueCapability { cred: user(1000), handle: secret, rights };
+        assert_eq!(alice_meta.request(&issue), Err(ErrorCode::Access));
+    }
+    // A made-up capability, and a real one for another file, another
+    // right or another uid, are refused.
+    let made_up = Capability {
+        datafiles: vec![secret_data],
+        uid: 1000,
+        rights: READ | WRITE,
+        expires_ms: u64::MAX,
+        mac: vec![7; 32],
+    };
+    let read = |capability: &Capability, handle| Request::Capable {
+        capability: capability.clone(),
+        request: Box::new(Request::Read { handle, offset: 0, length: 9 }),
+    };
+    assert_eq!(alice.request(&read(&made_up, secret_data)), Err(ErrorCode::Access), "made up");
+    let mut alice_mine = munge_connection_as_1000_to(&cluster, cluster.config.server_of_handle(mine).unwrap());
+    let Ok(Reply::Capability(mine_read)) =
+        alice_mine.request(&Request::IssueCapability { cred: user(1000), handle: mine, rights: READ })
+    else {
+        panic!("uid 1000 may read its own file")
+    };
+    assert_eq!(mine_read.uid, 1000);
+    assert_eq!(alice.request(&read(&mine_read, secret_data)), Err(ErrorCode::Access), "another file");
+    let mut alice_on_mine = munge_connection_as_1000_to(&cluster, mine_server);
+    let truncate = Request::Capable {
+        capability: mine_read.clone(),
+        request: Box::new(Request::TruncateDatafile { handle: mine_data, local_size: 0 }),
+    };
+    assert_eq!(alice_on_mine.request(&truncate), Err(ErrorCode::Access), "a read capability to truncate");
+    assert!(matches!(alice_on_mine.request(&read(&mine_read, mine_data)), Ok(Reply::Io { bytes: 9, .. })));
+    let misplaced = Request::Capable {
+        capability: mine_read.clone(),
+        request: Box::new(Request::Lookup { cred: user(1000), parent: Handle::ROOT, name: "mine".into() }),
+    };
+    assert_eq!(alice_on_mine.request(&misplaced), Err(ErrorCode::Protocol));
+    // Root's capability for the file, presented on uid 1000's connection.
+    let root_capability = {
+        let mut root = Raw::connect_to(&cluster, cluster.config.server_of_handle(secret).unwrap()).hello();
+        let Ok(Reply::Capability(capability)) =
+            root.request(&Request::IssueCapability { cred: user(0), handle: secret, rights: READ })
+        else {
+            panic!("root may read")
+        };
+        capability
+    };
+    assert_eq!(alice.request(&read(&root_capability, secret_data)), Err(ErrorCode::Access), "another uid");
+    // Nothing changed; the normal path works for uid 1000 (the CLI reads,
+    // creates, truncates and writes its own file through capabilities).
+    let root = cluster.client();
+    let file = root.open("/secret", 0).unwrap();
+    let mut buf = [0u8; 9];
+    assert_eq!(root.read_at(&file, 0, &mut buf).unwrap(), 9);
+    assert_eq!(&buf, b"root only");
+    let local = cluster.dir.path().join("new-mine");
+    std::fs::write(&local, b"rewritten by 1000").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&local, std::fs::Permissions::from_mode(0o644)).unwrap();
+    root.mkdir("/u", 0o755).unwrap();
+    root.chown("/u", Some(1000), Some(1000)).unwrap();
+    for _ in 0..2 {
+        // Created, then rewritten (truncated first) by uid 1000.
+        let output = weft_as_1000(&cluster, &["cp", local.to_str().unwrap(), "weft:/u/new"], None);
+        assert!(output.status.success(), "{}\n{}", stderr(&output), cluster.logs());
+        let output = weft_as_1000(&cluster, &["cat", "weft:/u/new"], None);
+        assert_eq!(stdout(&output), "rewritten by 1000", "{}", stderr(&output));
+    }
+    let output = weft_as_1000(&cluster, &["cp", local.to_str().unwrap(), "weft:/secret"], None);
+    assert!(!output.status.success());
+    assert_eq!(root.read_at(&file, 0, &mut buf).unwrap(), 9);
+    assert_eq!(&buf, b"root only");
+    drop(munged);
+}
+
+#[test]
+fn lock_owner_ids_are_bound_to_the_connections_uid() {
+    let cluster = Cluster::start(ClusterOptions { servers: 1, ..Default::default() });
+    let file = cluster.client().create("/locked", weft_client::CreateOptions::default()).unwrap();
+    let datafile = file.layout.datafiles[0];
+    let lock = |owner| Request::DlmAcquire {
+        owner,
+        lease_ms: 0,
+        exclusive: true,
+        lock: LockDescription::Ranges {
+            handle: datafile,
+            distribution: file.layout.distribution,
+            stripe_index: 0,
+            ranges: vec![(0, 100)],
+        },
+        until: u64::MAX,
+        block: false,
+        wait_ms: 0,
+    };
+    let fenced = |fence| Request::Fenced {
+        fence,
+        request: Box::new(Request::Write { handle: datafile, offset: 0, length: 0 }),
+    };
+    const OWNER: u64 = 0x1234_5677;
+    // Key mode: key holders authenticate as the uid they claim.
+    let mut alice = Raw::connect(&cluster).hello_as(user(1000));
+    let mut mallory = Raw::connect(&cluster).hello_as(user(2000));
+    let Ok(Reply::LockGrant { request, next: u64::MAX, epoch, .. }) = alice.request(&lock(OWNER)) else {
+        panic!("alice locks bytes 0..100")
+    };
+    let alice_fence = Fence { owner: OWNER, epoch, requests: vec![request] };
+    // Mallory names alice's owner id: to release her lock, to write under
+    // her fence, and to take the bytes as if it were the same owner.
+    let _ = mallory.request(&Request::DlmRelease { owner: OWNER, request, from: None });
+    let _ = mallory.request(&Request::DlmRenew { owner: OWNER });
+    assert_eq!(mallory.request(&fenced(alice_fence.clone())), Err(ErrorCode::Stale), "another uid's fence");
+    let Ok(Reply::LockGrant { request: mallory_request, next, .. }) = mallory.request(&lock(OWNER)) else {
+        panic!("mallory's acquire is answered")
+    };
+    assert_eq!(next, 0, "alice's lock still excludes mallory, whatever id it names");
+    assert!(matches!(alice.request(&fenced(alice_fence.clone())), Ok(Reply::Io { .. })), "alice still holds it");
+    // Alice's id is hers on any of her connections.
+    let mut alice_again = Raw::connect(&cluster).hello_as(user(1000));
+    assert!(alice_again.request(&Request::DlmRelease { owner: OWNER, request, from: None }).is_ok());
+    assert_eq!(alice.request(&fenced(alice_fence)), Err(ErrorCode::Stale), "released");
+    assert!(mallory.request(&Request::DlmRelease { owner: OWNER, request: mallory_request, from: None }).is_ok());
+    let Ok(Reply::LockGrant { next: u64::MAX, .. }) = mallory.request(&lock(0x999)) else {
+        panic!("the bytes are free once alice released them")
+    };
 }

@@ -58,7 +58,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use weft_dataloop::{BatchLimits, Cursor, Dataloop, StripeCursor, StripeFilter, StripePiece};
 use weft_proto::limits::{
-    FILE_BYTES_MAX, IO_BYTES_MAX, LEASE_MS_DEFAULT, LEASE_MS_MAX, LEASE_MS_MIN, LOCK_OWNERS_MAX,
+    DATATYPE_WALK_REGIONS_MAX, FILE_BYTES_MAX, IO_BYTES_MAX, LEASE_MS_DEFAULT, LEASE_MS_MAX, LEASE_MS_MIN, LOCK_OWNERS_MAX,
     LOCK_PIECES_PER_FILE_MAX, LOCK_PIECES_PER_OWNER_MAX, LOCK_PIECES_PER_REQUEST_MAX, LOCK_RANGES_MAX,
     LOCK_REQUESTS_PER_OWNER_MAX, LOCK_WAIT_MS_MAX,
 };
@@ -416,6 +416,7 @@ fn pieces_of(lock: &LockDescription, budget: usize) -> WeftResult<(Handle, Vec<P
             let filter = StripeFilter::new(d.strip_bytes, d.stripe_count, access.stripe_index)
                 .map_err(|_| ErrorCode::Invalid)?;
             let mut walk = StripeCursor::new(cursor, filter);
+            walk.set_region_budget(DATATYPE_WALK_REGIONS_MAX);
             let mut sink = PieceSink {
                 distribution: d,
                 stripe_index: access.stripe_index,
@@ -429,6 +430,9 @@ fn pieces_of(lock: &LockDescription, budget: usize) -> WeftResult<(Handle, Vec<P
             loop {
                 batch.clear();
                 if walk.next_batch(limits, &mut batch) == 0 {
+                    if walk.budget_exhausted() {
+                        return Err(ErrorCode::TooBig);
+                    }
                     break;
                 }
                 for piece in &batch {
