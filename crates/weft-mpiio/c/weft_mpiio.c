@@ -423,7 +423,15 @@ static void weft_apply_lock_hints(weft_file *file, MPI_Info info) {
                               weft_hint_choice(info, "weft_lock_protocol", protocol, 3));
 }
 
-static int weft_is_path(const char *path) { return path && strncmp(path, WEFT_PREFIX, strlen(WEFT_PREFIX)) == 0; }
+static int weft_is_path(const char *path) {
+    return path && (strncmp(path, WEFT_PREFIX, strlen(WEFT_PREFIX)) == 0 || weft_remote_is_name(path));
+}
+
+/* The name the Rust core takes: a weft: path without its prefix; rfs: and
+ * discard: names whole (src/remote.rs parses them). */
+static const char *weft_core_path(const char *filename) {
+    return weft_remote_is_name(filename) ? filename : filename + strlen(WEFT_PREFIX);
+}
 
 /* ROMIO_HINTS: the file it names holds default hints, one "key value" per
  * line (blank lines and lines starting with '#' skipped), as ROMIO reads
@@ -432,6 +440,7 @@ static int weft_is_path(const char *path) { return path && strncmp(path, WEFT_PR
  * MPI_INFO_NULL when there is no such file. Each rank reads the file
  * itself (no collective: ranks whose environment differs cannot hang). */
 static int weft_open_with(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh);
+static int weft_close(weft_file *file, int retire);
 
 static MPI_Info weft_romio_hints(MPI_Info info) {
     const char *name = getenv("ROMIO_HINTS");
@@ -464,7 +473,7 @@ int weft_hw_MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_In
 }
 
 static int weft_open_with(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh) {
-    const char *path = filename + strlen(WEFT_PREFIX);
+    const char *path = weft_core_path(filename);
     uint32_t bits = weft_amode_bits(amode);
     int rank;
     PMPI_Comm_rank(comm, &rank);
@@ -501,12 +510,21 @@ static int weft_open_with(MPI_Comm comm, const char *filename, int amode, MPI_In
     weft_apply_lock_hints(file, info);
     weft_link(file);
     *fh = (MPI_File)file;
+    /* rfs: and discard: files build their layers now that the hints are
+     * known (c/remote.c); a failure anywhere fails the open everywhere. */
+    rc = weft_remote_open(file, info);
+    PMPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, comm);
+    if (rc != MPI_SUCCESS) {
+        weft_close(file, 0);
+        *fh = MPI_FILE_NULL;
+        return weft_raise_null(rc);
+    }
     return MPI_SUCCESS;
 }
 
 int weft_hw_MPI_File_delete(const char *filename, MPI_Info info) {
     if (!weft_is_path(filename)) return PMPI_File_delete(filename, info);
-    return weft_raise_null(weft_mpi_class(weft_mpiio_unlink(filename + strlen(WEFT_PREFIX))));
+    return weft_raise_null(weft_mpi_class(weft_mpiio_unlink(weft_core_path(filename))));
 }
 
 static void weft_free_view_types(weft_file *file) {

@@ -63,4 +63,10 @@ int weft_mpiio_coll_read_window(uint64_t id, int64_t lo, int64_t hi, int64_t reg
                                 uint8_t *data, int64_t len);
 int weft_mpiio_coll_strip(uint64_t id, int64_t *strip_bytes);
 int weft_mpiio_data_requests(int64_t *requests, int64_t *bytes);
+/* rfs: and discard: names, ABT (src/remote.rs; driven by c/remote.c). */
+int weft_mpiio_remote_is_name(const char *name);
+int weft_mpiio_remote_hint(uint64_t id, const char *key, const char *value);
+int weft_mpiio_remote_ready(uint64_t id);
+int weft_mpiio_remote_finalize(void);
+int weft_mpiio_abt_stats(int64_t *out);
 #endif

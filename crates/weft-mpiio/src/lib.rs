@@ -23,6 +23,8 @@
 //! - [`collective`]: two-phase collective buffering (plans, windows) and its C ABI.
 //! - [`posix`]: POSIX calls (`open`, `access`, `truncate`, `unlink`) on
 //!   `weft:` names, for libraries that probe their files outside MPI-IO.
+//! - [`remote`]: `rfs:` (remote MPI-IO through a gateway) and `discard:`
+//!   names, with ABT (weft-rfs layers under the same views and pointers).
 //! - [`posix_writable`]: serial read-write descriptors on `weft:` names
 //!   (a private copy written back at `fsync`/`close`).
 #![warn(missing_docs)]
@@ -35,6 +37,7 @@ pub mod file;
 pub mod nonblocking;
 pub mod posix;
 pub mod posix_writable;
+pub mod remote;
 pub mod runtime;
 pub mod shared;
 pub mod types;

@@ -76,6 +76,9 @@ fn lease() -> Duration {
 /// and lease (milliseconds) for the broadcast.
 pub fn open(id: u64) -> MpiResult<(u64, u64)> {
     let open = file::snapshot(id)?;
+    if crate::remote::is_remote(&open.file) {
+        return Err(MpiClass::UnsupportedOperation);
+    }
     let client = client()?;
     let session = client.session_open(open.file.handle, lease())?;
     let keep = client.keep_alive(&session);
