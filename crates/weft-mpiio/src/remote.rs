@@ -20,9 +20,9 @@
 //!   there when memory is full), `abt_staging_fsync` (`true`),
 //!   `abt_deferred_close` (`true`).
 //!
-//! Not served on these names: shared file pointers and atomic mode
-//! (`MPI_ERR_UNSUPPORTED_OPERATION` / `MPI_ERR_IO` from the shared-pointer
-//! calls).
+//! Shared file pointers live at the gateway (one per path, for all its
+//! clients; `discard:` files keep one per process). Atomic mode is not
+//! served on these names (`MPI_File_set_atomicity(1)` fails).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -208,6 +208,27 @@ pub fn close(id: u64, delete: bool) -> MpiResult<()> {
         }
     }
     closed
+}
+
+/// An operation on file `id`'s shared file pointer; `None` if `id` is not
+/// a layered file. Returns the old value.
+pub fn shared(id: u64, op: weft_rfs::wire::SharedOp) -> Option<MpiResult<u64>> {
+    static LOCAL: Mutex<Option<HashMap<u64, u64>>> = Mutex::new(None);
+    let target = with(|all| Ok(all.get(&id).map(|r| r.target.clone()))).ok()??;
+    Some(match target {
+        Target::Rfs(name) => weft_rfs::client::shared(&name, op).map_err(MpiClass::from),
+        Target::Discard => {
+            let mut local = LOCAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let pointer = local.get_or_insert_with(HashMap::new).entry(id).or_insert(0);
+            let old = *pointer;
+            *pointer = match op {
+                weft_rfs::wire::SharedOp::FetchAdd(delta) => old.saturating_add(delta),
+                weft_rfs::wire::SharedOp::Get => old,
+                weft_rfs::wire::SharedOp::Set(value) => value,
+            };
+            Ok(old)
+        }
+    })
 }
 
 /// `MPI_File_delete` of a layered name.

@@ -10,7 +10,12 @@
 //! - a client without the key is refused (`MPI_ERR_ACCESS` on every rank);
 //! - a deferred ABT write error (the gateway's disk is full) reaches the
 //!   application at `MPI_File_sync` and at the next write;
-//! - killing the gateway mid-run gives an MPI error on every rank, no hang.
+//! - killing the gateway mid-run gives an MPI error on every rank, no hang;
+//! - over a shaped link (two network namespaces joined by a tbf-shaped
+//!   veth pair, `scripts/rfs-link.sh`; the job in one, the gateway in the
+//!   other, on a non-loopback address, so with the key): `views` with ABT
+//!   gives the same bytes. A machine where namespaces cannot be made fails
+//!   this test with the script's message.
 
 mod common;
 
@@ -221,6 +226,141 @@ fn gateway_killed(flavour: Flavour, listen: &str) {
     assert!(run.stdout.contains("rfs_faults OK"), "{}{}", run.stdout, run.stderr);
     let errors = run.stdout.lines().filter(|l| l.contains("error after the gateway died")).count();
     assert_eq!(errors, flavour.ranks() as usize, "{}", run.stdout);
+}
+
+/// A shaped link between two namespaces, taken down on drop.
+struct Link {
+    name: String,
+}
+
+impl Link {
+    fn up(name: &str, index: u32, rate: &str) -> Link {
+        let script = weft_testkit::workspace_root().join("scripts").join("rfs-link.sh");
+        let _ = std::process::Command::new(&script).args(["down", name]).output();
+        let out = std::process::Command::new(&script)
+            .args(["up", name, &index.to_string(), rate])
+            .output()
+            .expect("run scripts/rfs-link.sh");
+        assert!(
+            out.status.success(),
+            "cannot set up the shaped link (network namespaces, veth, tbf): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Link { name: name.to_string() }
+    }
+
+    fn client(&self) -> String {
+        format!("wrfs-{}-c", self.name)
+    }
+
+    fn server(&self) -> String {
+        format!("wrfs-{}-s", self.name)
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        let script = weft_testkit::workspace_root().join("scripts").join("rfs-link.sh");
+        let _ = std::process::Command::new(script).args(["down", &self.name]).output();
+    }
+}
+
+/// Runs `program args` with the flavour's mpirun inside namespace `ns`,
+/// in its own process group, killed at the deadline.
+fn run_in_namespace(flavour: Flavour, ns: &str, program: &Path, args: &[&str], env: &[(&str, &str)]) -> JobOutput {
+    use std::os::unix::process::CommandExt;
+    let logs = tempfile::tempdir().expect("log dir");
+    let (out_path, err_path) = (logs.path().join("stdout"), logs.path().join("stderr"));
+    let mut command = command_dying_with_parent(Path::new("ip"));
+    command.args(["netns", "exec", ns, flavour.mpirun(), "-np", &flavour.ranks().to_string()]);
+    command.process_group(0).stdin(Stdio::null());
+    command.stdout(std::fs::File::create(&out_path).expect("stdout file"));
+    command.stderr(std::fs::File::create(&err_path).expect("stderr file"));
+    let library = library(flavour);
+    match flavour {
+        Flavour::OpenMpi => {
+            command.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+            command.env("OMPI_MCA_rmaps_base_oversubscribe", "1");
+            command.arg("-x").arg(format!("LD_PRELOAD={}", library.display()));
+            for (name, value) in env {
+                command.arg("-x").arg(format!("{name}={value}"));
+            }
+        }
+        Flavour::Mpich => {
+            command.env("LD_PRELOAD", &library);
+            command.envs(env.iter().copied());
+        }
+    }
+    command.arg(program).args(args);
+    let mut child = command.spawn().expect("spawn ip netns exec mpirun");
+    let group = child.id() as i32;
+    let mut status = None;
+    for _ in 0..(JOB_TIMEOUT.as_millis() / 50) {
+        if let Some(done) = child.try_wait().expect("wait") {
+            status = Some(done);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: signalling the process group this test created.
+    unsafe { libc::kill(-group, libc::SIGKILL) };
+    let _ = child.kill();
+    let _ = child.wait();
+    let output = JobOutput {
+        stdout: std::fs::read_to_string(&out_path).unwrap_or_default(),
+        stderr: std::fs::read_to_string(&err_path).unwrap_or_default(),
+    };
+    match status {
+        Some(status) if status.success() => output,
+        other => panic!("{} job in {ns} failed ({other:?}):\n{}\n{}", flavour.name(), output.stdout, output.stderr),
+    }
+}
+
+/// `views` with ABT over a shaped link: same bytes as the local run.
+fn shaped_link(flavour: Flavour, index: u32) {
+    require(flavour);
+    let _one_at_a_time = exclusive();
+    let link = Link::up(&format!("t{}", flavour.name()), index, "64mbit");
+    let work = tempfile::tempdir().expect("work dir");
+    let (served, local, staging) = (work.path().join("served"), work.path().join("local"), work.path().join("staging"));
+    for dir in [&served, &local, &staging] {
+        std::fs::create_dir(dir).expect("mkdir");
+    }
+    let key = key_file(work.path());
+    let hints = abt_hints(work.path(), &staging);
+    // The gateway inside the storage-side namespace, on its non-loopback
+    // address (so it must, and does, require the key).
+    let mut command = command_dying_with_parent(Path::new("ip"));
+    command.args(["netns", "exec", &link.server()]).arg(weft_bin());
+    command.args(["gateway", "--listen", &format!("10.213.{index}.2:0"), "--dir"]).arg(&served);
+    command.arg("--key").arg(&key).args(["--uid-map", "0:0:0"]);
+    command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+    let mut child = command.spawn().expect("spawn gateway in namespace");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("gateway line");
+    let address = line.trim().strip_prefix("weft gateway listening on ").map(str::to_string);
+    let mut gateway = Gateway { child, address: address.unwrap_or_else(|| panic!("gateway did not start: {line:?}")) };
+    let views = program(flavour, "views");
+    let local_views = local.join("views");
+    let run = run_job(flavour, &views, &[local_views.to_str().expect("utf-8")], None, true);
+    assert!(run.stdout.contains("views OK"), "{}{}", run.stdout, run.stderr);
+    let env = [("WEFT_RFS_KEY_FILE", key.to_str().expect("utf-8")), ("ROMIO_HINTS", hints.to_str().expect("utf-8"))];
+    let run = run_in_namespace(flavour, &link.client(), &views, &[&gateway.name("/views")], &env);
+    assert!(run.stdout.contains("views OK"), "{}{}", run.stdout, run.stderr);
+    for suffix in VIEW_FILES {
+        compare(&local.join(format!("views.{suffix}")), &served.join(format!("views.{suffix}")), suffix);
+    }
+    gateway.kill();
+}
+
+#[test]
+fn openmpi_rfs_shaped_link() {
+    shaped_link(Flavour::OpenMpi, 221);
+}
+
+#[test]
+fn mpich_rfs_shaped_link() {
+    shaped_link(Flavour::Mpich, 222);
 }
 
 #[test]

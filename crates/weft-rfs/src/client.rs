@@ -379,6 +379,15 @@ pub fn open_check(name: &RemoteName, flags: u32) -> Result<(), ErrorCode> {
     file.close()
 }
 
+/// An operation on the shared file pointer of `name` at its gateway; the old value.
+pub fn shared(name: &RemoteName, op: crate::wire::SharedOp) -> Result<u64, ErrorCode> {
+    let conn = connection(&name.host, name.port)?;
+    match conn.call(Body::Shared { path: name.path.clone(), op }, &[])? {
+        (Answer::Size(old), _) => Ok(old),
+        _ => Err(ErrorCode::Protocol),
+    }
+}
+
 /// Removes `name` at its gateway.
 pub fn delete(name: &RemoteName) -> Result<(), ErrorCode> {
     let conn = connection(&name.host, name.port)?;

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::io::{BufReader, BufWriter, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use weft_net::auth::{client_message, new_nonce, verify_key_mac};
@@ -28,7 +28,7 @@ use crate::store::{LocalStore, Store, StoreFile, WeftStore};
 use crate::view::View;
 use crate::wire::{
     read_frame, write_frame, Answer, At, AuthProof, AuthReply, Body, ClientHello, Reply, Request, ServerHello,
-    GATEWAY_AUTH_ID, PROTOCOL_VERSION,
+    SharedOp, GATEWAY_AUTH_ID, PROTOCOL_VERSION,
 };
 
 /// Where the gateway's files live.
@@ -235,6 +235,19 @@ impl Session {
             Body::Delete { path } => {
                 self.store.delete(&path)?;
                 Ok((Answer::Done, Vec::new()))
+            }
+            Body::Shared { path, op } => {
+                // One table per gateway process, for every client of a path.
+                static POINTERS: Mutex<Option<HashMap<String, u64>>> = Mutex::new(None);
+                let mut pointers = POINTERS.lock().map_err(|_| ErrorCode::Io)?;
+                let pointer = pointers.get_or_insert_with(HashMap::new).entry(path).or_insert(0);
+                let old = *pointer;
+                match op {
+                    SharedOp::FetchAdd(delta) => *pointer = old.checked_add(delta).ok_or(ErrorCode::Invalid)?,
+                    SharedOp::Get => {}
+                    SharedOp::Set(value) => *pointer = value,
+                }
+                Ok((Answer::Size(old), Vec::new()))
             }
         }
     }

@@ -180,6 +180,25 @@ pub enum Body {
         /// Path under the gateway's root.
         path: String,
     },
+    /// The shared file pointer of `path` (kept by the gateway for every
+    /// client of that path); answers [`Answer::Size`] with the old value.
+    Shared {
+        /// Path under the gateway's root.
+        path: String,
+        /// What to do with it.
+        op: SharedOp,
+    },
+}
+
+/// Operations on a shared file pointer (etypes of the current view).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SharedOp {
+    /// Adds this many; the old value is returned.
+    FetchAdd(u64),
+    /// Reads it.
+    Get,
+    /// Sets it.
+    Set(u64),
 }
 
 /// One request.
