@@ -44,7 +44,9 @@ pub fn gateway(config: Option<PathBuf>, args: GatewayArgs) -> Result<(), String>
     } else {
         let path = match (&args.key, &loaded) {
             (Some(path), _) => path.clone(),
-            (None, Some(config)) => config.auth.key_file.clone().ok_or("the configuration names no key file; give --key")?,
+            (None, Some(config)) => {
+                config.auth.key_file.clone().ok_or("the configuration names no key file; give --key")?
+            }
             (None, None) => return Err("give --key (or --config with a key file), or --no-auth on loopback".into()),
         };
         Some(weft_config::load_key(&path).map_err(|e| e.to_string())?)

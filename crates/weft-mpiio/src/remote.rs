@@ -309,8 +309,10 @@ pub(crate) unsafe fn run(p: &Prepared) -> MpiResult<u64> {
 pub fn write_regions(file: &weft_client::File, covered: &[(u64, u64)], base: u64, buffer: &[u8]) -> MpiResult<()> {
     let (layer, view) = layer_and_view(file)?;
     for group in covered.chunks(RFS_REGIONS_MAX) {
-        let parts: Vec<&[u8]> =
-            group.iter().map(|&(offset, length)| &buffer[(offset - base) as usize..(offset - base + length) as usize]).collect();
+        let parts: Vec<&[u8]> = group
+            .iter()
+            .map(|&(offset, length)| &buffer[(offset - base) as usize..(offset - base + length) as usize])
+            .collect();
         layer.write(&view, &At::Regions(group.to_vec()), &parts)?.wait()?;
     }
     Ok(())
@@ -381,13 +383,7 @@ pub unsafe extern "C" fn weft_mpiio_remote_hint(
 /// Builds file `id`'s layers once its hints are in (no-op for Weft files).
 #[no_mangle]
 pub extern "C" fn weft_mpiio_remote_ready(id: u64) -> std::ffi::c_int {
-    crate::ffi::guarded(|| {
-        if with(|all| Ok(all.contains_key(&id)))? {
-            ready(id)
-        } else {
-            Ok(())
-        }
-    })
+    crate::ffi::guarded(|| if with(|all| Ok(all.contains_key(&id)))? { ready(id) } else { Ok(()) })
 }
 
 /// At finalize: waits for buffered work; a deferred error not yet reported.

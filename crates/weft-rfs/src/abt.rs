@@ -52,7 +52,13 @@ pub struct AbtConfig {
 
 impl Default for AbtConfig {
     fn default() -> AbtConfig {
-        AbtConfig { buffer_bytes: 1 << 20, max_bytes: 64 << 20, staging_dir: None, staging_fsync: false, defer_close: false }
+        AbtConfig {
+            buffer_bytes: 1 << 20,
+            max_bytes: 64 << 20,
+            staging_dir: None,
+            staging_fsync: false,
+            defer_close: false,
+        }
     }
 }
 
@@ -235,7 +241,9 @@ impl AbtFile {
 fn rand_suffix() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u64(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64));
+    hasher.write_u64(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64),
+    );
     hasher.finish()
 }
 

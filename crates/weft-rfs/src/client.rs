@@ -178,7 +178,8 @@ fn read_replies(mut reader: BufReader<TcpStream>, waiters: Arc<Mutex<Waiters>>) 
 
 /// The process's connection to `host:port` (a dead one is replaced).
 pub fn connection(host: &str, port: u16) -> Result<Arc<Connection>, ErrorCode> {
-    static POOL: Mutex<Option<HashMap<(String, u16), Arc<Connection>>>> = Mutex::new(None);
+    type Pool = HashMap<(String, u16), Arc<Connection>>;
+    static POOL: Mutex<Option<Pool>> = Mutex::new(None);
     let mut pool = POOL.lock().map_err(|_| ErrorCode::Io)?;
     let pool = pool.get_or_insert_with(HashMap::new);
     let key = (host.to_string(), port);

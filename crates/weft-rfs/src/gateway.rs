@@ -183,7 +183,11 @@ struct Session {
 }
 
 impl Session {
-    fn file(&mut self, fh: u64, view: Option<crate::wire::WireView>) -> Result<&mut (Box<dyn StoreFile>, View), ErrorCode> {
+    fn file(
+        &mut self,
+        fh: u64,
+        view: Option<crate::wire::WireView>,
+    ) -> Result<&mut (Box<dyn StoreFile>, View), ErrorCode> {
         let entry = self.files.get_mut(&fh).ok_or(ErrorCode::Invalid)?;
         if let Some(wire) = view {
             entry.1 = View::decode(&wire)?;
