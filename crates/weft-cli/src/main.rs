@@ -7,6 +7,7 @@ mod bench;
 mod cluster;
 mod files;
 mod fsck;
+mod gateway;
 mod hpio;
 mod locks;
 mod monitor;
@@ -75,6 +76,8 @@ enum Command {
     Stats(monitor::StatsArgs),
     /// Check consistency online (read-only unless --repair).
     Fsck(fsck::FsckArgs),
+    /// Serve remote MPI-IO (`rfs:HOST:PORT:/path` names) against Weft or a local directory.
+    Gateway(gateway::GatewayArgs),
 }
 
 fn main() -> ExitCode {
@@ -120,6 +123,7 @@ fn main() -> ExitCode {
         Command::Bench(command) => bench::run(cli.config, command),
         Command::Stats(args) => monitor::stats(cli.config, args),
         Command::Fsck(args) => fsck::fsck(cli.config, args),
+        Command::Gateway(args) => gateway::gateway(cli.config, args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -30,7 +30,7 @@ static int weft_finalize_callback(MPI_Comm comm, int keyval, void *value, void *
     (void)comm; (void)keyval; (void)value; (void)extra;
     weft_finalize_requests();
     weft_finalize_files();
-    return MPI_SUCCESS;
+    return weft_remote_finalize(); /* c/remote.c: ABT's buffered work and deferred errors */
 }
 
 void weft_finalize_register(void) {

@@ -436,7 +436,15 @@ static void weft_apply_lock_hints(weft_file *file, MPI_Info info) {
                               weft_hint_choice(info, "weft_lock_protocol", protocol, 3));
 }
 
-static int weft_is_path(const char *path) { return path && strncmp(path, WEFT_PREFIX, strlen(WEFT_PREFIX)) == 0; }
+static int weft_is_path(const char *path) {
+    return path && (strncmp(path, WEFT_PREFIX, strlen(WEFT_PREFIX)) == 0 || weft_remote_is_name(path));
+}
+
+/* The name the Rust core takes: a weft: path without its prefix; rfs: and
+ * discard: names whole (src/remote.rs parses them). */
+static const char *weft_core_path(const char *filename) {
+    return weft_remote_is_name(filename) ? filename : filename + strlen(WEFT_PREFIX);
+}
 
 /* ROMIO_HINTS: the file it names holds default hints, one "key value" per
  * line (blank lines and lines starting with '#' skipped), as ROMIO reads
@@ -446,6 +454,7 @@ static int weft_is_path(const char *path) { return path && strncmp(path, WEFT_PR
  * itself (no collective: ranks whose environment differs cannot hang). */
 /* Opens the Weft file `path` (no `weft:` prefix), collectively on `comm`. */
 static int weft_open_with(MPI_Comm comm, const char *path, int amode, MPI_Info info, MPI_File *fh);
+static int weft_close(weft_file *file, int retire);
 
 static MPI_Info weft_romio_hints(MPI_Info info) {
     const char *name = getenv("ROMIO_HINTS");
@@ -488,7 +497,7 @@ static int weft_mount_path(MPI_Comm comm, const char *filename, char *path, size
 int weft_hw_MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh) {
     char mounted[WEFT_MOUNT_PATH_MAX];
     const char *path;
-    if (weft_is_path(filename)) path = filename + strlen(WEFT_PREFIX);
+    if (weft_is_path(filename)) path = weft_core_path(filename);
     else if (weft_mount_path(comm, filename, mounted, sizeof mounted)) path = mounted;
     else return PMPI_File_open(comm, filename, amode, info, fh);
     MPI_Info defaults = weft_romio_hints(info);
@@ -536,12 +545,21 @@ static int weft_open_with(MPI_Comm comm, const char *path, int amode, MPI_Info i
     weft_apply_cache_hints(file, info); /* c/objects.c */
     weft_link(file);
     *fh = (MPI_File)file;
+    /* rfs: and discard: files build their layers now that the hints are
+     * known (c/remote.c); a failure anywhere fails the open everywhere. */
+    rc = weft_remote_open(file, info);
+    PMPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, comm);
+    if (rc != MPI_SUCCESS) {
+        weft_close(file, 0);
+        *fh = MPI_FILE_NULL;
+        return weft_raise_null(rc);
+    }
     return MPI_SUCCESS;
 }
 
 int weft_hw_MPI_File_delete(const char *filename, MPI_Info info) {
     char mounted[WEFT_MOUNT_PATH_MAX];
-    if (weft_is_path(filename)) return weft_raise_null(weft_mpi_class(weft_mpiio_unlink(filename + strlen(WEFT_PREFIX))));
+    if (weft_is_path(filename)) return weft_raise_null(weft_mpi_class(weft_mpiio_unlink(weft_core_path(filename))));
     /* Not collective: each caller resolves a mount path for itself. */
     if (filename && weft_mpiio_mount_resolve(filename, mounted, sizeof mounted))
         return weft_raise_null(weft_mpi_class(weft_mpiio_unlink(mounted)));

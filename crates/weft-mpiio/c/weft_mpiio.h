@@ -70,4 +70,10 @@ int weft_mpiio_mount_enabled(void);
 int weft_mpiio_mount_resolve(const char *name, char *weft_path, size_t cap);
 void weft_mpiio_mount_remember(uint64_t id, const char *name);
 void weft_mpiio_mount_refresh(uint64_t id, int forget);
+/* rfs: and discard: names, ABT (src/remote.rs; driven by c/remote.c). */
+int weft_mpiio_remote_is_name(const char *name);
+int weft_mpiio_remote_hint(uint64_t id, const char *key, const char *value);
+int weft_mpiio_remote_ready(uint64_t id);
+int weft_mpiio_remote_finalize(void);
+int weft_mpiio_abt_stats(int64_t *out);
 #endif

@@ -38,6 +38,10 @@ int weft_type_id(MPI_Datatype type, uint64_t *id);
 int weft_mpi_class(int weft_class);   /* Weft class (weft_mpiio.h) -> MPI_ERR_* */
 int weft_raise_null(int code);        /* raise through the MPI_FILE_NULL handler */
 void weft_finalize_files(void);       /* sync, close and retire every open Weft file */
+/* c/remote.c: rfs: and discard: names (src/remote.rs). */
+int weft_remote_is_name(const char *name);
+int weft_remote_open(weft_file *file, MPI_Info info); /* hints, then the layers */
+int weft_remote_finalize(void);       /* ABT's buffered work; deferred errors */
 int weft_retired_call(weft_file *file, const char *name); /* a call on a retired file: MPI_ERR_FILE */
 /* c/lifecycle.c: Weft's clean-up as an MPI_COMM_SELF attribute (at
  * MPI_Init, else at the first open), run by MPI inside MPI_Finalize. */

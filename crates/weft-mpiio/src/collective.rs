@@ -301,7 +301,7 @@ pub unsafe fn begin(
         if write {
             total
         } else {
-            let size_bytes = client()?.file_size(&open.file)?;
+            let size_bytes = file::size_of(&open)?;
             file::bytes_before_eof(&open.view, view_offset, total, size_bytes)?
         }
     };
@@ -520,6 +520,10 @@ pub fn write_window(file_id: u64, lo: u64, hi: u64, pairs: &[i64], data: &[u8]) 
         at += length;
     }
     let open = file::snapshot(file_id)?;
+    if crate::remote::is_remote(&open.file) {
+        let covered: Vec<(u64, u64)> = covered.iter().map(|r| (r.offset, r.length)).collect();
+        return crate::remote::write_regions(&open.file, &covered, base, &buffer);
+    }
     let client = client()?;
     if covered.len() == 1 {
         client.write_at(&open.file, base, &buffer)?;
@@ -548,11 +552,15 @@ pub fn read_window(file_id: u64, lo: u64, hi: u64, pairs: &[i64], out: &mut [u8]
     let base = first.offset;
     let mut buffer = vec![0u8; (last.offset + last.length - base) as usize];
     let open = file::snapshot(file_id)?;
-    let client = client()?;
-    if covered.len() == 1 {
+    if crate::remote::is_remote(&open.file) {
+        let pairs: Vec<(u64, u64)> = covered.iter().map(|r| (r.offset, r.length)).collect();
+        crate::remote::read_regions(&open.file, &pairs, base, &mut buffer)?;
+    } else if covered.len() == 1 {
+        let client = client()?;
         let got = client.read_at(&open.file, base, &mut buffer)?;
         buffer[got..].fill(0);
     } else {
+        let client = client()?;
         let memory: Vec<Region> = covered.iter().map(|r| Region::new(r.offset - base, r.length)).collect();
         client.read_noncontig(
             &open.file,

@@ -124,7 +124,7 @@ pub fn check_amode(bits: u32) -> MpiResult<()> {
 
 /// What the opening rank broadcasts.
 #[derive(serde::Serialize, serde::Deserialize)]
-struct OpenBlob {
+pub(crate) struct OpenBlob {
     handle: Handle,
     layout: FileLayout,
     size_bytes: u64,
@@ -133,6 +133,19 @@ struct OpenBlob {
 /// Creates or opens `path` (the opening rank only); returns the blob to broadcast.
 pub fn lookup(path: &str, bits: u32, strip_bytes: Option<u64>, stripe_count: Option<u32>) -> MpiResult<Vec<u8>> {
     check_amode(bits)?;
+    if crate::remote::is_name(path) {
+        // rfs: and discard: names (crate::remote): a marker handle, set at attach.
+        let size_bytes = crate::remote::lookup(path, bits)?;
+        let layout = FileLayout {
+            distribution: weft_proto::layout::Distribution {
+                strip_bytes: crate::remote::REMOTE_STRIP_BYTES,
+                stripe_count: 1,
+            },
+            datafiles: Vec::new(),
+        };
+        let blob = OpenBlob { handle: Handle(0), layout, size_bytes };
+        return postcard::to_allocvec(&blob).map_err(|_| MpiClass::Intern);
+    }
     let client = client()?;
     let mut wanted = 0;
     if bits & (amode::RDONLY | amode::RDWR) != 0 {
@@ -178,18 +191,33 @@ pub fn attach(path: &str, blob: &[u8], bits: u32) -> MpiResult<u64> {
         io_method: IoMethod::Datatype,
         window_bytes: weft_proto::limits::MPIIO_WINDOW_BYTES_DEFAULT,
     };
-    with_files(|next_id, files| {
+    let id = with_files(|next_id, files| {
         let id = *next_id;
         *next_id += 1;
         files.insert(id, open);
         Ok(id)
-    })
+    })?;
+    if crate::remote::is_name(path) {
+        let registered = update(id, |open| {
+            open.file.handle = crate::remote::handle_of(id);
+            Ok(())
+        })
+        .and_then(|()| crate::remote::attach(id, path, bits));
+        if let Err(class) = registered {
+            with_files(|_, files| Ok(files.remove(&id)))?;
+            return Err(class);
+        }
+    }
+    Ok(id)
 }
 
 /// Forgets a file; `remove` unlinks it (delete-on-close, opening rank only).
 pub fn detach(id: u64, remove: bool) -> MpiResult<()> {
     let flushed = crate::object_cache::close(id);
     let open = with_files(|_, files| files.remove(&id).ok_or(MpiClass::BadFile))?;
+    if crate::remote::is_remote(&open.file) {
+        return crate::remote::close(id, remove);
+    }
     if remove && open.amode & amode::DELETE_ON_CLOSE != 0 {
         client()?.unlink(&open.path)?;
     }
@@ -198,13 +226,23 @@ pub fn detach(id: u64, remove: bool) -> MpiResult<()> {
 
 /// Removes a file by path (`MPI_File_delete`).
 pub fn unlink(path: &str) -> MpiResult<()> {
+    if crate::remote::is_name(path) {
+        return crate::remote::delete(path);
+    }
     Ok(client()?.unlink(path)?)
 }
 
 /// File size in bytes.
 pub fn size(id: u64) -> MpiResult<u64> {
     crate::object_cache::flush(id)?;
-    let open = snapshot(id)?;
+    size_of(&snapshot(id)?)
+}
+
+/// Size in bytes of an open file (Weft, or a layered file of crate::remote).
+pub(crate) fn size_of(open: &OpenFile) -> MpiResult<u64> {
+    if crate::remote::is_remote(&open.file) {
+        return crate::remote::size(&open.file);
+    }
     Ok(client()?.file_size(&open.file)?)
 }
 
@@ -215,6 +253,9 @@ pub fn set_size(id: u64, size_bytes: u64) -> MpiResult<()> {
     if open.amode & amode::RDONLY != 0 {
         return Err(MpiClass::ReadOnly);
     }
+    if crate::remote::is_remote(&open.file) {
+        return crate::remote::set_size(&open.file, size_bytes);
+    }
     Ok(client()?.truncate_file(&open.file, size_bytes)?)
 }
 
@@ -222,6 +263,9 @@ pub fn set_size(id: u64, size_bytes: u64) -> MpiResult<()> {
 pub fn sync(id: u64) -> MpiResult<()> {
     crate::object_cache::flush(id)?;
     let open = snapshot(id)?;
+    if crate::remote::is_remote(&open.file) {
+        return crate::remote::sync(&open.file);
+    }
     Ok(client()?.fsync(&open.file)?)
 }
 
@@ -264,6 +308,7 @@ pub fn set_view(id: u64, displacement: i64, etype: &Dataloop, file_type: Arc<Dat
         return Err(MpiClass::Io);
     }
     crate::object_cache::view_changing(id)?;
+    crate::remote::set_view(id, displacement, etype_bytes, &file_type)?;
     update(id, |open| {
         open.view = View { displacement, etype_bytes, file_type };
         open.position_etypes = 0;
@@ -365,7 +410,7 @@ pub(crate) fn view_bytes(view: &View, offset_etypes: i64) -> MpiResult<u64> {
 
 /// End of file as a view position in etypes (rounded up).
 pub(crate) fn eof_etypes(open: &OpenFile) -> MpiResult<i64> {
-    let size_bytes = client()?.file_size(&open.file)?;
+    let size_bytes = size_of(open)?;
     let view = &open.view;
     let span = (size_bytes as i64).saturating_sub(view.displacement).max(0) as u64;
     let tiles = span / view.file_type.extent() as u64 + 1;
@@ -557,6 +602,9 @@ pub unsafe fn transfer(
     }
     let moved = if prepared.total == 0 {
         0
+    } else if crate::remote::is_remote(&prepared.file) {
+        // SAFETY: per this function's contract.
+        unsafe { crate::remote::run(&prepared)? }
     } else {
         let client = client()?;
         // Atomic mode: a byte-range lock on the access's file bytes (crate::shared).
@@ -708,7 +756,7 @@ pub(crate) async unsafe fn run(client: &Client, prepared: &Prepared) -> MpiResul
 ///
 /// # Safety
 /// As [`run`].
-unsafe fn scatter(p: &Prepared, stream_from: u64, data: &[u8]) -> MpiResult<()> {
+pub(crate) unsafe fn scatter(p: &Prepared, stream_from: u64, data: &[u8]) -> MpiResult<()> {
     let end = stream_from.checked_add(data.len() as u64).filter(|e| *e <= p.total).ok_or(MpiClass::Intern)?;
     let Some((shaped, count)) = &p.shaped else {
         // SAFETY: `end <= total <= span_bytes` bytes at `base`.

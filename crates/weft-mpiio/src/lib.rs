@@ -28,6 +28,8 @@
 //! - [`objects`]: objects from views (maximal regions by accessor set; issue 14).
 //! - [`posix`]: POSIX calls (`open`, `access`, `truncate`, `unlink`) on
 //!   `weft:` names, for libraries that probe their files outside MPI-IO.
+//! - [`remote`]: `rfs:` (remote MPI-IO through a gateway) and `discard:`
+//!   names, with ABT (weft-rfs layers under the same views and pointers).
 //! - [`posix_writable`]: serial read-write descriptors on `weft:` names
 //!   (a private copy written back at `fsync`/`close`).
 #![warn(missing_docs)]
@@ -44,6 +46,7 @@ pub mod object_cache;
 pub mod objects;
 pub mod posix;
 pub mod posix_writable;
+pub mod remote;
 pub mod runtime;
 pub mod shared;
 pub mod types;

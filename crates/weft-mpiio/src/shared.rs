@@ -40,6 +40,7 @@ use weft_client::{KeepAlive, LockMode, Session};
 use weft_dataloop::{BatchLimits, Cursor, Region};
 use weft_proto::limits::{LOCK_RANGES_MAX, LOCK_WAIT_MS_MAX};
 use weft_proto::ErrorCode;
+use weft_rfs::wire::SharedOp;
 
 use crate::error::{MpiClass, MpiResult};
 use crate::file::{self, View};
@@ -76,6 +77,11 @@ fn lease() -> Duration {
 /// and lease (milliseconds) for the broadcast.
 pub fn open(id: u64) -> MpiResult<(u64, u64)> {
     let open = file::snapshot(id)?;
+    // Layered files (crate::remote): the pointer lives at the gateway; a
+    // new open starts it at 0. Session id 0: nothing to attach elsewhere.
+    if let Some(result) = crate::remote::shared(id, SharedOp::Set(0)) {
+        return result.map(|_| (0, 0));
+    }
     let client = client()?;
     let session = client.session_open(open.file.handle, lease())?;
     let keep = client.keep_alive(&session);
@@ -134,18 +140,27 @@ pub fn etypes(id: u64, count: u64, memory_bytes: u64) -> MpiResult<u64> {
 
 /// Adds `delta` etypes to the shared pointer; returns the old value.
 pub fn fetch_add(id: u64, delta: u64) -> MpiResult<u64> {
+    if let Some(result) = crate::remote::shared(id, SharedOp::FetchAdd(delta)) {
+        return result;
+    }
     let session = pointer_session(id)?;
     Ok(client()?.pointer_fetch_add(&session, delta)?)
 }
 
 /// The shared pointer in etypes.
 pub fn get(id: u64) -> MpiResult<u64> {
+    if let Some(result) = crate::remote::shared(id, SharedOp::Get) {
+        return result;
+    }
     let session = pointer_session(id)?;
     Ok(client()?.pointer_get(&session)?)
 }
 
 /// Sets the shared pointer (etypes).
 pub fn set(id: u64, value: u64) -> MpiResult<()> {
+    if let Some(result) = crate::remote::shared(id, SharedOp::Set(value)) {
+        return result.map(|_| ());
+    }
     let session = pointer_session(id)?;
     client()?.pointer_set(&session, value)?;
     Ok(())

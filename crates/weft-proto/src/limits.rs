@@ -285,6 +285,21 @@ pub const AUTH_NONCE_BYTES: usize = 32;
 /// Fewest bytes a file-system key file may hold.
 pub const AUTH_KEY_BYTES_MIN: usize = 32;
 
+// ---------- remote MPI-IO (RFS gateway, weft-rfs) ----------
+
+/// Most header bytes of one RFS frame (request or reply, without its data):
+/// a file view's encoded type or a region list is the largest part.
+pub const RFS_HEADER_BYTES_MAX: u32 = 8 << 20;
+/// Most data bytes one RFS frame carries; clients split larger accesses.
+pub const RFS_DATA_BYTES_MAX: u64 = 16 << 20;
+/// Regions of one region-list access (collective windows split above this).
+pub const RFS_REGIONS_MAX: usize = 65_536;
+/// Time a client waits for one gateway reply before the access fails
+/// (default; `WEFT_RFS_TIMEOUT_MS` overrides).
+pub const RFS_REPLY_TIMEOUT_MS_DEFAULT: u32 = 120_000;
+/// Time from accepting a gateway connection to its authentication.
+pub const RFS_AUTH_TIMEOUT_MS: u32 = 5_000;
+
 // ---------- relations ----------
 
 const _: () = assert!(LIST_REGIONS_MAX as u64 * 20 + 1024 <= HEADER_BYTES_MAX as u64);
@@ -307,3 +322,5 @@ const _: () = assert!(LOCK_RANGES_MAX <= LOCK_PIECES_PER_REQUEST_MAX);
 const _: () = assert!(LOCK_PIECES_PER_REQUEST_MAX <= LOCK_PIECES_PER_OWNER_MAX);
 const _: () = assert!(LOCK_PIECES_PER_OWNER_MAX <= LOCK_PIECES_PER_FILE_MAX);
 const _: () = assert!(PARENT_WALK_STEPS_MAX as usize > PATH_BYTES_MAX / 2);
+const _: () = assert!(RFS_REGIONS_MAX as u64 * 20 + DATALOOP_ENCODED_BYTES_MAX + 4096 <= RFS_HEADER_BYTES_MAX as u64);
+const _: () = assert!(RFS_AUTH_TIMEOUT_MS < RFS_REPLY_TIMEOUT_MS_DEFAULT);
