@@ -296,9 +296,11 @@ pub(crate) unsafe fn intercept(id: u64, p: &Prepared) -> MpiResult<Option<u64>> 
         return moved.map(Some);
     }
     let pieces = pieces(p, map.as_ref())?;
-    if !pieces.iter().any(|x| x.class == Class::Private) {
-        // Nothing to keep: the ordinary transfer, locked by objects in atomic mode.
-        let lock = if atomic { lock_regions(id, pieces.iter().map(|x| x.file).collect(), true)? } else { None };
+    if !cache || !pieces.iter().any(|x| x.class == Class::Private) {
+        // Nothing to keep (no cache, or no private piece): the ordinary
+        // transfer, its shared pieces locked in atomic mode.
+        let shared = pieces.iter().filter(|x| x.class == Class::Shared).map(|x| x.file).collect();
+        let lock = if atomic { lock_regions(id, shared, true)? } else { None };
         let client = client()?;
         // SAFETY: per this function's contract.
         let moved = client.block_on(unsafe { file::run(client.client(), p) });
