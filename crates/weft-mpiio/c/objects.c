@@ -35,10 +35,15 @@ void weft_apply_cache_hints(weft_file *file, MPI_Info info) {
 
 /* Collective; replaces set_view's closing barrier. Objects are built only
  * if every rank asks for them and set its view (`ok`); otherwise no rank
- * has any (all bytes count as shared). Returns an MPI class. */
+ * has any (all bytes count as shared). The cache is on only if every rank
+ * asked for it, so collective calls take the same path everywhere.
+ * Returns an MPI class. */
 int weft_objects_exchange(weft_file *file, int ok) {
-    int want = ok == MPI_SUCCESS && weft_mpiio_objects_wanted(file->id), all = 0;
-    PMPI_Allreduce(&want, &all, 1, MPI_INT, MPI_MIN, file->comm);
+    /* [0]: objects wanted, [1]: the cache wanted; on every rank or not. */
+    int want[2] = {ok == MPI_SUCCESS && weft_mpiio_objects_wanted(file->id), weft_mpiio_cache_wanted(file->id)};
+    int agreed[2] = {0, 0};
+    PMPI_Allreduce(want, agreed, 2, MPI_INT, MPI_MIN, file->comm);
+    int all = agreed[0];
     if (!all) return weft_mpi_class(weft_mpiio_objects_forget(file->id));
     int nprocs;
     PMPI_Comm_size(file->comm, &nprocs);
@@ -70,7 +75,7 @@ int weft_objects_exchange(weft_file *file, int ok) {
     PMPI_Allreduce(&have, &all_have, 1, MPI_INT, MPI_MIN, file->comm);
     if (all_have) {
         PMPI_Allgatherv(mine, (int)len, MPI_BYTE, every, counts, displs, MPI_BYTE, file->comm);
-        rc = weft_mpi_class(weft_mpiio_objects_install(file->id, file->rank, nprocs, every, lens));
+        rc = weft_mpi_class(weft_mpiio_objects_install(file->id, file->rank, nprocs, every, lens, agreed[1]));
     } else {
         rc = MPI_ERR_INTERN;
     }

@@ -47,6 +47,9 @@ struct State {
     budget: u64,
     /// The objects of the current views, and this rank.
     map: Option<(Arc<ObjectMap>, u32)>,
+    /// Every rank asked for the cache at the last `set_view` (so the
+    /// collective paths agree on whether it is on).
+    agreed: bool,
     /// Dirty private bytes by file offset (disjoint, non-adjacent).
     dirty: BTreeMap<u64, Vec<u8>>,
     dirty_bytes: u64,
@@ -83,9 +86,15 @@ pub fn wanted(id: u64) -> bool {
     with_state(id, |s| s.cache).unwrap_or(false) || crate::atomic_locks::uses_objects(id)
 }
 
-/// Whether the cache holds data for or may hold data of file `id`.
+/// Whether this rank asks for the cache (`weft_cache=objects`).
+pub fn cache_wanted(id: u64) -> bool {
+    with_state(id, |s| s.cache).unwrap_or(false)
+}
+
+/// Whether the cache of file `id` is on: objects known and every rank
+/// asked for it at the last `set_view` (the same on every rank).
 pub fn active(id: u64) -> bool {
-    with_state(id, |s| s.cache && s.map.is_some()).unwrap_or(false)
+    with_state(id, |s| s.cache && s.agreed && s.map.is_some()).unwrap_or(false)
 }
 
 /// This rank's view, described compactly (postcard of a [`Coverage`]).
@@ -98,10 +107,14 @@ pub fn describe(id: u64) -> MpiResult<Vec<u8>> {
 
 /// Builds the objects of all ranks' views (`blobs[rank]` from [`describe`]).
 /// A malformed description leaves the file without objects (all shared).
-pub fn install(id: u64, rank: u32, blobs: &[&[u8]]) -> MpiResult<()> {
+/// `cache`: every rank asked for the cache.
+pub fn install(id: u64, rank: u32, blobs: &[&[u8]], cache: bool) -> MpiResult<()> {
     let coverages: Option<Vec<Coverage>> = blobs.iter().map(|b| postcard::from_bytes(b).ok()).collect();
     let map = coverages.and_then(|c| ObjectMap::build(&c)).filter(|_| (rank as usize) < blobs.len());
-    with_state(id, |s| s.map = map.map(|m| (Arc::new(m), rank)))
+    with_state(id, |s| {
+        s.map = map.map(|m| (Arc::new(m), rank));
+        s.agreed = cache;
+    })
 }
 
 /// Number of objects and whether the map is coarse (`None`: no map).
@@ -112,7 +125,10 @@ pub fn summary(id: u64) -> MpiResult<Option<(usize, bool, u64)>> {
 /// The view is about to change: writes back and forgets the objects.
 pub fn view_changing(id: u64) -> MpiResult<()> {
     let flushed = flush(id);
-    with_state(id, |s| s.map = None)?;
+    with_state(id, |s| {
+        s.map = None;
+        s.agreed = false;
+    })?;
     flushed
 }
 
@@ -279,7 +295,8 @@ unsafe fn stream<'a>(p: &'a Prepared, packed: &'a mut Vec<u8>) -> MpiResult<&'a 
 /// # Safety
 /// As `file::run`.
 pub(crate) unsafe fn intercept(id: u64, p: &Prepared) -> MpiResult<Option<u64>> {
-    let (cache, map, dirty) = with_state(id, |s| (s.cache && s.map.is_some(), s.map.clone(), !s.dirty.is_empty()))?;
+    let (cache, map, dirty) =
+        with_state(id, |s| (s.cache && s.agreed && s.map.is_some(), s.map.clone(), !s.dirty.is_empty()))?;
     let atomic = crate::shared::atomic(id)? && (cache || crate::atomic_locks::uses_objects(id));
     if !cache && !atomic {
         return Ok(None);
@@ -296,9 +313,11 @@ pub(crate) unsafe fn intercept(id: u64, p: &Prepared) -> MpiResult<Option<u64>> 
         return moved.map(Some);
     }
     let pieces = pieces(p, map.as_ref())?;
-    if !pieces.iter().any(|x| x.class == Class::Private) {
-        // Nothing to keep: the ordinary transfer, locked by objects in atomic mode.
-        let lock = if atomic { lock_regions(id, pieces.iter().map(|x| x.file).collect(), true)? } else { None };
+    if !cache || !pieces.iter().any(|x| x.class == Class::Private) {
+        // Nothing to keep (no cache, or no private piece): the ordinary
+        // transfer, its shared pieces locked in atomic mode.
+        let shared = pieces.iter().filter(|x| x.class == Class::Shared).map(|x| x.file).collect();
+        let lock = if atomic { lock_regions(id, shared, true)? } else { None };
         let client = client()?;
         // SAFETY: per this function's contract.
         let moved = client.block_on(unsafe { file::run(client.client(), p) });
@@ -405,7 +424,13 @@ mod c_abi {
         c_int::from(super::wanted(id))
     }
 
-    /// 1 if the cache of file `id` is active (objects known), else 0.
+    /// 1 if this rank asks for the cache, else 0.
+    #[no_mangle]
+    pub extern "C" fn weft_mpiio_cache_wanted(id: u64) -> c_int {
+        c_int::from(super::cache_wanted(id))
+    }
+
+    /// 1 if the cache of file `id` is on (the same on every rank), else 0.
     #[no_mangle]
     pub extern "C" fn weft_mpiio_cache_active(id: u64) -> c_int {
         c_int::from(super::active(id))
@@ -442,7 +467,8 @@ mod c_abi {
     }
 
     /// Builds the objects from every rank's description: `nprocs` blobs
-    /// laid end to end in `data`, `lens[rank]` bytes each.
+    /// laid end to end in `data`, `lens[rank]` bytes each; `cache`: every
+    /// rank asked for the cache.
     ///
     /// # Safety
     /// `lens` has `nprocs` readable words; `data` their sum of readable bytes.
@@ -453,6 +479,7 @@ mod c_abi {
         nprocs: c_int,
         data: *const u8,
         lens: *const i64,
+        cache: c_int,
     ) -> c_int {
         guarded(|| {
             let n = usize::try_from(nprocs).map_err(|_| MpiClass::Arg)?;
@@ -469,7 +496,7 @@ mod c_abi {
                 blobs.push(&data[at..at + l]);
                 at += l;
             }
-            super::install(id, rank, &blobs)
+            super::install(id, rank, &blobs, cache != 0)
         })
     }
 
