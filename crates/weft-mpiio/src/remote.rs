@@ -125,7 +125,7 @@ pub fn lookup(name: &str, bits: u32) -> MpiResult<u64> {
     if bits & amode::EXCL != 0 {
         flags |= open_flags::EXCL;
     }
-    let conn = weft_rfs::client::connection(&remote.host, remote.port)?;
+    let conn = weft_rfs::client::control_connection(&remote.host, remote.port)?;
     let file = RemoteFile::open(conn, &remote.path, flags, false)?;
     let size = if bits & amode::APPEND != 0 { file.size() } else { Ok(0) };
     let closed = file.close();
