@@ -67,11 +67,11 @@ for r in $(seq "$runs"); do
   run PEAK "$long" "discard:/snap"
   run LOCAL "$long" "$work/local/snap"
   run RFS "$long" "rfs:$server_ip:7300:/snap"
-  run RFS+ABT-large-long "$long" "rfs:$server_ip:7300:/snap" "abt enable" "abt_buffer_size 1048576" \
+  run RFS+ABT-large-long "$long" "rfs:$server_ip:7300:/snap" "abt enable" "rfs_deferred_open true" "abt_buffer_size 1048576" \
     "abt_max_buffer_size $((per_rank * 2))" "abt_deferred_close true"
-  run RFS+ABT-large-short "$short" "rfs:$server_ip:7300:/snap" "abt enable" "abt_buffer_size 1048576" \
+  run RFS+ABT-large-short "$short" "rfs:$server_ip:7300:/snap" "abt enable" "rfs_deferred_open true" "abt_buffer_size 1048576" \
     "abt_max_buffer_size $((per_rank * 2))" "abt_deferred_close true"
-  run RFS+ABT-small-long "$long" "rfs:$server_ip:7300:/snap" "abt enable" "abt_buffer_size 1048576" \
+  run RFS+ABT-small-long "$long" "rfs:$server_ip:7300:/snap" "abt enable" "rfs_deferred_open true" "abt_buffer_size 1048576" \
     "abt_max_buffer_size $((per_rank / 2))" "abt_staging_dir $work/staging" "abt_staging_fsync true" \
     "abt_deferred_close true"
 done

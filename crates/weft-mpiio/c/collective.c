@@ -337,6 +337,11 @@ int weft_collective(weft_file *file, int write, int explicit_offset, MPI_Offset 
                     MPI_Datatype datatype, int64_t *moved) {
     int nprocs;
     PMPI_Comm_size(file->comm, &nprocs);
+    /* rfs:/discard: files under ABT (src/remote.rs): a collective read
+     * may read through another aggregator than the one that wrote, so
+     * every rank's buffered writes of the file land first. */
+    int remote = 0;
+    if (!write && weft_mpiio_remote_drain(file->id, &remote) == WEFT_SUCCESS && remote) PMPI_Barrier(file->comm);
     weft_hints hints;
     weft_hints_of(file, nprocs, &hints);
     uint64_t type_id = 0;

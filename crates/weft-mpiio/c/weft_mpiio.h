@@ -75,5 +75,6 @@ int weft_mpiio_remote_is_name(const char *name);
 int weft_mpiio_remote_hint(uint64_t id, const char *key, const char *value);
 int weft_mpiio_remote_ready(uint64_t id);
 int weft_mpiio_remote_finalize(void);
+int weft_mpiio_remote_drain(uint64_t id, int *remote);
 int weft_mpiio_abt_stats(int64_t *out);
 #endif

@@ -125,7 +125,7 @@ pub fn lookup(name: &str, bits: u32) -> MpiResult<u64> {
     if bits & amode::EXCL != 0 {
         flags |= open_flags::EXCL;
     }
-    let conn = weft_rfs::client::connection(&remote.host, remote.port)?;
+    let conn = weft_rfs::client::control_connection(&remote.host, remote.port)?;
     let file = RemoteFile::open(conn, &remote.path, flags, false)?;
     let size = if bits & amode::APPEND != 0 { file.size() } else { Ok(0) };
     let closed = file.close();
@@ -384,6 +384,25 @@ pub unsafe extern "C" fn weft_mpiio_remote_hint(
 #[no_mangle]
 pub extern "C" fn weft_mpiio_remote_ready(id: u64) -> std::ffi::c_int {
     crate::ffi::guarded(|| if with(|all| Ok(all.contains_key(&id)))? { ready(id) } else { Ok(()) })
+}
+
+/// Waits for file `id`'s buffered writes (ABT); stores whether it is a
+/// layered file (the C layer then adds a barrier before collective reads).
+/// A deferred error is left for the read itself to return.
+///
+/// # Safety
+/// `remote` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn weft_mpiio_remote_drain(id: u64, remote: *mut std::ffi::c_int) -> std::ffi::c_int {
+    crate::ffi::guarded(|| {
+        let layer = with(|all| Ok(all.get(&id).map(|r| r.layer.clone())))?;
+        // SAFETY: per this function's contract.
+        unsafe { crate::ffi::store(remote, layer.is_some() as std::ffi::c_int)? };
+        if let Some(Some(layer)) = layer {
+            let _ = layer.flush();
+        }
+        Ok(())
+    })
 }
 
 /// At finalize: waits for buffered work; a deferred error not yet reported.

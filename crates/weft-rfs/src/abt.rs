@@ -322,6 +322,10 @@ impl Layer for AbtFile {
         self.state.inner.sync()
     }
 
+    fn flush(&self) -> Result<(), ErrorCode> {
+        self.state.drain()
+    }
+
     fn close(&self) -> Result<(), ErrorCode> {
         if self.config.defer_close {
             self.state.error()?;

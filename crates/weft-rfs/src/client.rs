@@ -176,13 +176,24 @@ fn read_replies(mut reader: BufReader<TcpStream>, waiters: Arc<Mutex<Waiters>>) 
     }
 }
 
-/// The process's connection to `host:port` (a dead one is replaced).
+/// The process's data connection to `host:port` (a dead one is replaced).
 pub fn connection(host: &str, port: u16) -> Result<Arc<Connection>, ErrorCode> {
-    type Pool = HashMap<(String, u16), Arc<Connection>>;
+    pooled(host, port, false)
+}
+
+/// The process's control connection to `host:port`: opens, deletes and
+/// shared pointers, which must not wait behind megabytes of buffered
+/// writes queued on the data connection (head-of-line blocking).
+pub fn control_connection(host: &str, port: u16) -> Result<Arc<Connection>, ErrorCode> {
+    pooled(host, port, true)
+}
+
+fn pooled(host: &str, port: u16, control: bool) -> Result<Arc<Connection>, ErrorCode> {
+    type Pool = HashMap<(String, u16, bool), Arc<Connection>>;
     static POOL: Mutex<Option<Pool>> = Mutex::new(None);
     let mut pool = POOL.lock().map_err(|_| ErrorCode::Io)?;
     let pool = pool.get_or_insert_with(HashMap::new);
-    let key = (host.to_string(), port);
+    let key = (host.to_string(), port, control);
     if let Some(conn) = pool.get(&key) {
         if !conn.is_dead() {
             return Ok(conn.clone());
@@ -375,14 +386,14 @@ impl Layer for RemoteFile {
 /// Opens (creates) `name` once at the gateway and closes it: the
 /// collective open's check on the opening rank.
 pub fn open_check(name: &RemoteName, flags: u32) -> Result<(), ErrorCode> {
-    let conn = connection(&name.host, name.port)?;
+    let conn = control_connection(&name.host, name.port)?;
     let file = RemoteFile::open(conn, &name.path, flags, false)?;
     file.close()
 }
 
 /// An operation on the shared file pointer of `name` at its gateway; the old value.
 pub fn shared(name: &RemoteName, op: crate::wire::SharedOp) -> Result<u64, ErrorCode> {
-    let conn = connection(&name.host, name.port)?;
+    let conn = control_connection(&name.host, name.port)?;
     match conn.call(Body::Shared { path: name.path.clone(), op }, &[])? {
         (Answer::Size(old), _) => Ok(old),
         _ => Err(ErrorCode::Protocol),
@@ -391,7 +402,7 @@ pub fn shared(name: &RemoteName, op: crate::wire::SharedOp) -> Result<u64, Error
 
 /// Removes `name` at its gateway.
 pub fn delete(name: &RemoteName) -> Result<(), ErrorCode> {
-    let conn = connection(&name.host, name.port)?;
+    let conn = control_connection(&name.host, name.port)?;
     conn.call(Body::Delete { path: name.path.clone() }, &[]).map(|_| ())
 }
 

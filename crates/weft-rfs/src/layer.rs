@@ -55,6 +55,11 @@ pub trait Layer: Send + Sync {
     fn sync(&self) -> Result<(), ErrorCode>;
     /// Closes; later calls are errors.
     fn close(&self) -> Result<(), ErrorCode>;
+    /// Waits until this process's buffered writes of the file have been
+    /// performed (write-behind layers; others have none).
+    fn flush(&self) -> Result<(), ErrorCode> {
+        Ok(())
+    }
 }
 
 /// Accepts and drops every write; reads find an empty file.

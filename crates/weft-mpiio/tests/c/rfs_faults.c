@@ -4,9 +4,11 @@
  *   refused:  MPI_File_open(NAME) must fail with MPI_ERR_ACCESS on every
  *             rank (the client has no key).
  *   deferred: with ABT (hints from ROMIO_HINTS), each rank writes 2 MiB in
- *             64 KiB pieces, each write returning MPI_SUCCESS at once; the
- *             gateway's disk is smaller, so MPI_File_sync must then return
+ *             64 KiB pieces, each write returning at once; the gateway's
+ *             disk is smaller, so MPI_File_sync must then return
  *             MPI_ERR_NO_SPACE (the deferred error), and a later write too.
+ *             (A write after the background thread met the error already
+ *             returns it: MPI_ERR_NO_SPACE, and the loop stops.)
  *   killed:   collective writes of 64 KiB per rank in a loop; after the
  *             first, rank 0 creates FLAGDIR/ready and the test kills the
  *             gateway; every rank must then get an MPI error (bounded: at
@@ -66,8 +68,12 @@ int main(int argc, char **argv) {
             MPI_Offset at = ((MPI_Offset)i * nprocs + rank) * PIECE;
             rc = MPI_File_write_at(fh, at, piece, PIECE, MPI_BYTE, MPI_STATUS_IGNORE);
             if (rc != MPI_SUCCESS) {
-                fprintf(stderr, "rank %d: buffered write %d failed at once: %s\n", rank, i, class_name(rc));
-                ok = 0;
+                /* The background thread already met the full disk: the
+                 * deferred error surfaces at this next call. */
+                if (error_class(rc) != MPI_ERR_NO_SPACE) {
+                    fprintf(stderr, "rank %d: buffered write %d gave %s\n", rank, i, class_name(rc));
+                    ok = 0;
+                }
                 break;
             }
         }
