@@ -547,7 +547,7 @@ static int weft_open_with(MPI_Comm comm, const char *path, int amode, MPI_Info i
     *fh = (MPI_File)file;
     /* rfs: and discard: files build their layers now that the hints are
      * known (c/remote.c); a failure anywhere fails the open everywhere. */
-    if (!weft_remote_is_name(filename)) return MPI_SUCCESS;
+    if (!weft_remote_is_name(path)) return MPI_SUCCESS;
     rc = weft_remote_open(file, info);
     PMPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, comm);
     if (rc != MPI_SUCCESS) {
