@@ -56,7 +56,8 @@ impl Client {
     pub(crate) async fn capability(&self, file: &File, rights: u32) -> WeftResult<Option<Capability>> {
         let Some(cache) = &self.shared.capabilities else { return Ok(None) };
         let key = (file.handle, rights, self.credentials.uid);
-        let fresh = |c: &Capability| c.expires_ms > now_ms() + CAPABILITY_RENEW_MS && c.datafiles == file.layout.datafiles;
+        let fresh =
+            |c: &Capability| c.expires_ms > now_ms() + CAPABILITY_RENEW_MS && c.datafiles == file.layout.datafiles;
         if let Some(capability) = cache.lock().expect("capability cache").get(&key).filter(|c| fresh(c)) {
             return Ok(Some(capability.clone()));
         }

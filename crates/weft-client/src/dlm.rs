@@ -437,7 +437,8 @@ impl Client {
             let handle = file.layout.datafiles[index];
             let fence = locks.fence(handle).ok_or(ErrorCode::Invalid)?;
             let inner = Request::Write { handle, offset: start, length: end - start };
-            let request = crate::capabilities::capable(&capability, Request::Fenced { fence, request: Box::new(inner) });
+            let request =
+                crate::capabilities::capable(&capability, Request::Fenced { fence, request: Box::new(inner) });
             match self.call_bulk(self.server_of(handle)?, request, Bulk::Upload(&parts[index])).await? {
                 Reply::Io { .. } => {}
                 _ => return Err(ErrorCode::Protocol),

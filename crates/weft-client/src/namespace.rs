@@ -512,7 +512,8 @@ impl Client {
         let distribution = file.layout.distribution;
         let results = join_all(file.layout.datafiles.iter().enumerate().map(|(i, h)| {
             let local_size = distribution.local_size(i as u32, size);
-            let request = crate::capabilities::capable(&capability, Request::TruncateDatafile { handle: *h, local_size });
+            let request =
+                crate::capabilities::capable(&capability, Request::TruncateDatafile { handle: *h, local_size });
             self.call_at(*h, request)
         }))
         .await;

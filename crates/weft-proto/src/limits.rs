@@ -268,13 +268,6 @@ pub const AUTH_FRAME_BYTES_MAX: u32 = 4096;
 /// `Authenticate` both received), after which the server closes it.
 pub const AUTH_TIMEOUT_MS: u32 = 5_000;
 
-/// Longest a server waits for a client (or peer) to take the next data
-/// chunk of a read or send the next chunk of a write; past it the request
-/// fails with `TimedOut`, releasing what it holds (a stopped client must
-/// not stall others). Shorter than a client's request timeout.
-pub const DATA_STALL_MS: u32 = 10_000;
-const _: () = assert!(DATA_STALL_MS < REQUEST_TIMEOUT_MS_DEFAULT);
-
 /// Most connections a server keeps that have not authenticated yet; one
 /// more is closed at once. Each lives at most `AUTH_TIMEOUT_MS`, so a
 /// flood of connections costs bounded memory and file descriptors, and

@@ -203,9 +203,9 @@ fn class(request: &Request) -> Class<'_> {
         Request::Hello { .. } | Request::PeerHello { .. } | Request::Authenticate { .. } => Class::Greeting,
         Request::Read { handle, .. } | Request::ReadList { handle, .. } => Class::Data(*handle, READ),
         Request::ReadDatatype { access } => Class::Data(access.handle, READ),
-        Request::Write { handle, .. } | Request::WriteList { handle, .. } | Request::TruncateDatafile { handle, .. } => {
-            Class::Data(*handle, WRITE)
-        }
+        Request::Write { handle, .. }
+        | Request::WriteList { handle, .. }
+        | Request::TruncateDatafile { handle, .. } => Class::Data(*handle, WRITE),
         Request::WriteDatatype { access, .. } => Class::Data(access.handle, WRITE),
         Request::Capable { .. } => Class::Misplaced,
         // Status, counters, sessions: any authenticated connection.
@@ -425,15 +425,11 @@ mod tests {
             Identity::Client { cred: user(1000), proxy: false, key_holder: false, capability_key: Some(key.clone()) };
         let read = Request::Read { handle: Handle(9), offset: 0, length: 1 };
         assert_eq!(admit(&munge_alice, &read), Err(ErrorCode::Access), "no capability");
-        let mut capability = Capability {
-            datafiles: vec![Handle(9)],
-            uid: 1000,
-            rights: READ,
-            expires_ms: u64::MAX,
-            mac: vec![],
-        };
+        let mut capability =
+            Capability { datafiles: vec![Handle(9)], uid: 1000, rights: READ, expires_ms: u64::MAX, mac: vec![] };
         capability.mac = weft_net::auth::key_mac(&key, &weft_net::auth::capability_message(&capability));
-        let capable = |request: Request| Request::Capable { capability: capability.clone(), request: Box::new(request) };
+        let capable =
+            |request: Request| Request::Capable { capability: capability.clone(), request: Box::new(request) };
         assert_eq!(admit(&munge_alice, &capable(read.clone())), Ok(()));
         let write = Request::Write { handle: Handle(9), offset: 0, length: 1 };
         assert_eq!(admit(&munge_alice, &capable(write.clone())), Err(ErrorCode::Access), "read-only");

@@ -18,7 +18,7 @@
 //! ids it names are bound to its uid ([`crate::auth::bind_owner`]). At most
 //! `UNAUTHENTICATED_CONNECTIONS_MAX` connections wait to authenticate at
 //! once; more are closed at accept. A request whose client stops taking
-//! or sending its data for `DATA_STALL_MS` fails ([`crate::link`]).
+//! or sending its data for `link::DATA_STALL_MS` fails ([`crate::link`]).
 //!
 //! Flow control: a writer may have at most `WRITE_WINDOW_CHUNKS` chunks of
 //! one request unacknowledged (the request frame's own payload counts as

@@ -12,8 +12,18 @@ use tokio::sync::mpsc;
 use weft_proto::frame::Frame;
 use weft_proto::{limits, ErrorCode, WeftResult};
 
+/// Longest a request waits for its client (or peer) to take the next data
+/// chunk of a read or send the next chunk of a write; past it the request
+/// fails with `TimedOut`, releasing what it holds (a stopped client must
+/// not stall others). Shorter than the time a client waits for a frame
+/// (today its connect timeout: `weft-net`'s connections wait
+/// `CONNECT_TIMEOUT_MS_DEFAULT` for each frame of a request), so a request
+/// queued behind a stalled one still gets its answer. Server-side only.
+pub const DATA_STALL_MS: u32 = 3_000;
+const _: () = assert!(DATA_STALL_MS + 1_000 < limits::CONNECT_TIMEOUT_MS_DEFAULT);
+
 fn stall() -> Duration {
-    Duration::from_millis(limits::DATA_STALL_MS as u64)
+    Duration::from_millis(DATA_STALL_MS as u64)
 }
 
 /// One request's view of its connection.
@@ -45,7 +55,7 @@ impl Link {
     }
 
     /// Sends `bytes` as a data frame at `stream_offset` of the reply stream.
-    /// `TimedOut` if the peer takes nothing for `limits::DATA_STALL_MS`
+    /// `TimedOut` if the peer takes nothing for [`DATA_STALL_MS`]
     /// (a stopped client must not hold the request, and the guards it
     /// holds, forever).
     pub async fn send_data(&self, stream_offset: u64, bytes: Vec<u8>) -> WeftResult<()> {
@@ -59,7 +69,7 @@ impl Link {
     /// The next uploaded chunk: its offset in the request's data stream and
     /// its bytes. `Protocol` if the request uploads nothing; `Unreachable`
     /// if the connection ended first; `TimedOut` if nothing comes for
-    /// `limits::DATA_STALL_MS`.
+    /// [`DATA_STALL_MS`].
     pub async fn next_chunk(&mut self) -> WeftResult<(u64, Vec<u8>)> {
         let upload = self.upload.as_mut().ok_or(ErrorCode::Protocol)?;
         if let Some(first) = upload.first.take() {

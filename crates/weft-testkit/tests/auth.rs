@@ -19,9 +19,9 @@ use std::time::{Duration, Instant};
 
 use raw::Raw;
 use weft_net::auth::{key_mac, peer_message};
+use weft_proto::access::{READ, WRITE};
 use weft_proto::frame::Frame;
 use weft_proto::limits::{AUTH_FRAME_BYTES_MAX, PROTOCOL_VERSION};
-use weft_proto::access::{READ, WRITE};
 use weft_proto::message::{
     Capability, CollectiveOp, Credentials, Fence, LockDescription, NewObject, Proof, Reply, Request,
 };
@@ -472,10 +472,8 @@ fn lock_owner_ids_are_bound_to_the_connections_uid() {
         block: false,
         wait_ms: 0,
     };
-    let fenced = |fence| Request::Fenced {
-        fence,
-        request: Box::new(Request::Write { handle: datafile, offset: 0, length: 0 }),
-    };
+    let fenced =
+        |fence| Request::Fenced { fence, request: Box::new(Request::Write { handle: datafile, offset: 0, length: 0 }) };
     const OWNER: u64 = 0x1234_5677;
     // Key mode: key holders authenticate as the uid they claim.
     let mut alice = Raw::connect(&cluster).hello_as(user(1000));

@@ -58,8 +58,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use weft_dataloop::{BatchLimits, Cursor, Dataloop, StripeCursor, StripeFilter, StripePiece};
 use weft_proto::limits::{
-    DATATYPE_WALK_REGIONS_MAX, FILE_BYTES_MAX, IO_BYTES_MAX, LEASE_MS_DEFAULT, LEASE_MS_MAX, LEASE_MS_MIN, LOCK_OWNERS_MAX,
-    LOCK_PIECES_PER_FILE_MAX, LOCK_PIECES_PER_OWNER_MAX, LOCK_PIECES_PER_REQUEST_MAX, LOCK_RANGES_MAX,
+    DATATYPE_WALK_REGIONS_MAX, FILE_BYTES_MAX, IO_BYTES_MAX, LEASE_MS_DEFAULT, LEASE_MS_MAX, LEASE_MS_MIN,
+    LOCK_OWNERS_MAX, LOCK_PIECES_PER_FILE_MAX, LOCK_PIECES_PER_OWNER_MAX, LOCK_PIECES_PER_REQUEST_MAX, LOCK_RANGES_MAX,
     LOCK_REQUESTS_PER_OWNER_MAX, LOCK_WAIT_MS_MAX,
 };
 use weft_proto::message::{Fence, LockDescription, Reply, ReplyResult, Request};
