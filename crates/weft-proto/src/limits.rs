@@ -7,7 +7,7 @@
 //! `weft-dataloop`'s builder and decoder), sessions and locks, timeouts.
 
 /// Protocol version spoken by this build; the hello exchange rejects others.
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// Magic number opening every frame ("WEFT" little-endian).
 pub const FRAME_MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
