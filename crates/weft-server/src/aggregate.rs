@@ -127,13 +127,16 @@ impl Cluster {
         now: i64,
     ) -> ReplyResult {
         let mut dir = load_dir(w, args.parent)?;
-        perm::check(&args.cred, &dir, WRITE | EXEC)?;
+        // Finding an existing name needs search permission only (POSIX
+        // asks for write permission on the directory only to create).
+        perm::check(&args.cred, &dir, EXEC)?;
         if let Some((_, existing, kind)) = w.dirent(args.parent, &args.name)? {
             return match (args.exclusive, kind, w.object(existing)) {
                 (false, ObjectKind::Metafile, Ok(record)) => Ok(Reply::Attributes(record.attributes(existing, 0))),
                 _ => Err(ErrorCode::Exists),
             };
         }
+        perm::check(&args.cred, &dir, WRITE | EXEC)?;
         let mut distribution = self.distribution_for(&dir, args)?;
         let own_target = self.here.config.primary_target(self.here.server_id).ok_or(ErrorCode::Invalid)?;
         let metafile = ids.allocate(w, own_target)?;
