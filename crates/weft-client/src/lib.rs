@@ -25,6 +25,7 @@ pub mod noncontig;
 pub mod path;
 pub mod paths;
 pub mod sessions;
+mod takeback;
 
 pub use weft_net::{counters, faults, pool, transport};
 
