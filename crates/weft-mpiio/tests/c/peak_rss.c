@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int rank, nprocs, failures = 0;
+#include "check.h"
 
 static long status_kib(const char *key) {
     FILE *f = fopen("/proc/self/status", "r");
@@ -184,9 +184,5 @@ int main(int argc, char **argv) {
     MPI_File_close(&fh);
     MPI_Type_free(&filetype);
     MPI_Type_free(&block_type);
-    int total = 0;
-    MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (rank == 0 && total == 0) printf("peak_rss OK\n");
-    MPI_Finalize();
-    return total ? 1 : 0;
+    return finish("peak_rss");
 }
