@@ -20,12 +20,14 @@ pub mod blocking;
 pub mod client;
 pub mod dlm;
 pub mod io;
+mod lock_ranges;
 pub mod namespace;
 pub mod noncontig;
 pub mod path;
 pub mod paths;
 pub mod sessions;
 mod takeback;
+mod zipwalk;
 
 pub use weft_net::{counters, faults, pool, transport};
 
