@@ -27,6 +27,7 @@ pub mod path;
 pub mod paths;
 pub mod sessions;
 mod takeback;
+pub mod unix;
 mod zipwalk;
 
 pub use weft_net::{counters, faults, pool, transport};
