@@ -24,6 +24,10 @@
  * pattern_byte(i, BACKGROUND_SEED) except the box, whose bytes come from
  * the halo buffer (byte j = pattern_byte(j, MEMORY_SEED)).
  *
+ * Self-contained on purpose: the connection setup and the pattern checks
+ * repeat those of weft_example.c, so that each example reads (and can be
+ * copied) alone, with nothing but weft.h.
+ *
  * Build (from the workspace root, after cargo build --release -p weft-capi):
  *   gcc -O2 -Wall -Werror -I include examples/weft_noncontig.c \
  *       -L target/release -lweft -Wl,-rpath,$PWD/target/release \

@@ -3,7 +3,14 @@
  *
  * Everything here is standard MPI, so the programs run unmodified on
  * `weft:` paths (with libweft_mpiio preloaded) and on local paths (through
- * the MPI library's own MPI-IO, e.g. ROMIO). */
+ * the MPI library's own MPI-IO, e.g. ROMIO).
+ *
+ * What still repeats between the programs (a review with `duplicates`
+ * lists it) is accepted: each main() has its own getopt_long table and
+ * ends by freeing its types and buffers, which read best in place; and
+ * mpi_peak.c reads /proc/self/status as the test tests/c/peak_rss.c does,
+ * because benchmarks and tests share no code (a benchmark must build from
+ * bench/mpi alone). */
 #ifndef WEFT_BENCH_MPI_COMMON_H
 #define WEFT_BENCH_MPI_COMMON_H
 

@@ -9,6 +9,12 @@
 //! live in `weft-dataloop`; this module only checks C arguments and maps
 //! the builders' errors (overflow → `EOVERFLOW`, anything else →
 //! `EINVAL`).
+//!
+//! One `extern "C"` constructor per MPI type constructor, each a few lines
+//! of the same shape (argument arrays, then the builder, through
+//! `construct`): a review with `duplicates` pairs them, and that is
+//! accepted — the C names and signatures must exist one by one, and the
+//! shared work already lives in `construct`, `array_arg` and `type_arg`.
 
 use std::ffi::c_int;
 use std::sync::Arc;

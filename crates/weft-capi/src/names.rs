@@ -5,6 +5,10 @@
 //! Each is one step: check the arguments, look up the connection, call
 //! the blocking client. Paths are absolute inside Weft and may carry a
 //! `weft:` prefix (the client strips it).
+//!
+//! Pairs such as `weft_stat`/`weft_lstat` repeat their few lines on
+//! purpose: one C entry point each, the shared steps already in
+//! `fs_and_path`, `out_arg` and `boundary::status`.
 
 use std::ffi::{c_char, c_int};
 

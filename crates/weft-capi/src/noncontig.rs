@@ -12,6 +12,12 @@
 //! Reads fill only the bytes the memory pattern names; the rest of the
 //! buffer keeps its contents, which is why read buffers must be
 //! initialised (see [`boundary::inout_bytes`]).
+//!
+//! The read and write entry points mirror each other (a review with
+//! `duplicates` pairs them): each is a C signature and a few lines that
+//! differ in the buffer's mutability and the client call; the argument
+//! checks are shared (`ListArgs`, `DtypeAccess`) and the transfer itself
+//! is one client function per direction.
 
 use std::ffi::{c_int, c_void};
 

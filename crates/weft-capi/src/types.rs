@@ -105,34 +105,12 @@ pub struct weft_dirent {
     pub name: [u8; DIRENT_NAME_BYTES],
 }
 
-/// `S_IFMT` type bits of an object kind.
 fn type_bits(kind: ObjectKind) -> u32 {
-    match kind {
-        ObjectKind::Metafile => libc::S_IFREG,
-        ObjectKind::Directory => libc::S_IFDIR,
-        ObjectKind::Symlink => libc::S_IFLNK,
-        ObjectKind::Fifo => libc::S_IFIFO,
-        ObjectKind::Socket => libc::S_IFSOCK,
-        ObjectKind::BlockDevice => libc::S_IFBLK,
-        ObjectKind::CharDevice => libc::S_IFCHR,
-        // Datafiles are never reachable through a path; if one is ever
-        // stat'ed by handle it holds plain bytes.
-        ObjectKind::Datafile => libc::S_IFREG,
-    }
+    weft_client::unix::type_bits(kind)
 }
 
-/// `d_type` of an object kind.
 fn dirent_kind(kind: ObjectKind) -> u32 {
-    match kind {
-        ObjectKind::Metafile => libc::DT_REG as u32,
-        ObjectKind::Directory => libc::DT_DIR as u32,
-        ObjectKind::Symlink => libc::DT_LNK as u32,
-        ObjectKind::Fifo => libc::DT_FIFO as u32,
-        ObjectKind::Socket => libc::DT_SOCK as u32,
-        ObjectKind::BlockDevice => libc::DT_BLK as u32,
-        ObjectKind::CharDevice => libc::DT_CHR as u32,
-        ObjectKind::Datafile => libc::DT_UNKNOWN as u32,
-    }
+    u32::from(weft_client::unix::dirent_type(kind))
 }
 
 impl From<&Stat> for weft_stat {

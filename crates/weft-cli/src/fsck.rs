@@ -17,6 +17,11 @@
 //! present both times are reported. `--repair` removes orphans and leaked
 //! reservations (through `RemoveObjects`, which also drops a reservation)
 //! and dangling entries.
+//!
+//! Exit status, in both output modes: 0 when no problem was found, 2 when
+//! problems were found (with `--repair` also when all were repaired: the
+//! file system was not clean when the check began), 1 when the check
+//! itself could not run.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -183,8 +188,21 @@ async fn repair(client: &Client, finding: &Finding) -> WeftResult<()> {
     Ok(())
 }
 
+/// What the check concluded; `main` turns it into the exit status.
+pub enum Verdict {
+    /// No problem found.
+    Clean,
+    /// Problems found: how many, and how many `--repair` fixed.
+    Problems { found: usize, repaired: usize },
+}
+
+impl Verdict {
+    /// Exit status for a finished check (documented in the module doc).
+    pub const PROBLEMS_EXIT: u8 = 2;
+}
+
 /// Runs the check.
-pub fn fsck(config: Option<PathBuf>, args: FsckArgs) -> Result<(), String> {
+pub fn fsck(config: Option<PathBuf>, args: FsckArgs) -> Result<Verdict, String> {
     let config = load_config(config)?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     let client =
@@ -193,8 +211,10 @@ pub fn fsck(config: Option<PathBuf>, args: FsckArgs) -> Result<(), String> {
     std::thread::sleep(Duration::from_millis(1500));
     let second = runtime.block_on(scan(&client)).map_err(|e| format!("scan: {e}"))?;
     let problems: Vec<Finding> = findings(&first).intersection(&findings(&second)).cloned().collect();
+    let mut fixed = 0;
     for finding in &problems {
         let repaired = if args.repair { Some(runtime.block_on(repair(&client, finding)).is_ok()) } else { None };
+        fixed += usize::from(repaired == Some(true));
         if args.json {
             println!("{}", json!({"finding": format!("{finding:?}"), "repaired": repaired}));
         } else {
@@ -217,5 +237,5 @@ pub fn fsck(config: Option<PathBuf>, args: FsckArgs) -> Result<(), String> {
             queued
         );
     }
-    Ok(())
+    Ok(if problems.is_empty() { Verdict::Clean } else { Verdict::Problems { found: problems.len(), repaired: fixed } })
 }

@@ -122,7 +122,14 @@ fn main() -> ExitCode {
         Command::Umount(args) => cluster::umount(args),
         Command::Bench(command) => bench::run(cli.config, command),
         Command::Stats(args) => monitor::stats(cli.config, args),
-        Command::Fsck(args) => fsck::fsck(cli.config, args),
+        Command::Fsck(args) => match fsck::fsck(cli.config, args) {
+            Ok(fsck::Verdict::Clean) => Ok(()),
+            Ok(fsck::Verdict::Problems { found, repaired }) => {
+                eprintln!("weft: fsck found {found} problem(s), repaired {repaired}");
+                return ExitCode::from(fsck::Verdict::PROBLEMS_EXIT);
+            }
+            Err(message) => Err(message),
+        },
         Command::Gateway(args) => gateway::gateway(cli.config, args),
     };
     match result {

@@ -11,6 +11,10 @@
 //!   access (each server walks only its own pieces); a list access falls
 //!   back to list locks.
 //!
+//! The posix and list methods' ranges are made by `crate::lock_ranges` in
+//! bounded client memory: past `CLIENT_RANGES_MAX` ranges for an access,
+//! runs of a datafile's pieces are locked as covering ranges.
+//!
 //! Every server grants a request's pieces in increasing file offset and
 //! answers `last` (end of the last piece granted) and `next` (first piece
 //! not granted). The client keeps the slots in a heap by `next` and runs
@@ -40,7 +44,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use futures::stream::{self, StreamExt};
-use weft_dataloop::{Cursor, Dataloop, Region};
+use weft_dataloop::Dataloop;
 use weft_net::transport::Bulk;
 use weft_proto::limits::{LOCK_RANGES_MAX, LOCK_WAIT_MS_MAX};
 use weft_proto::message::{DatatypeAccess, Fence, LockDescription, Reply, Request};
@@ -48,6 +52,7 @@ use weft_proto::{ErrorCode, Handle, WeftResult};
 
 use crate::client::Client;
 use crate::io::File;
+use crate::lock_ranges::lock_ranges;
 use crate::noncontig::FileAccess;
 
 /// How an access is described to the lock servers.
@@ -130,25 +135,6 @@ impl LockSet {
     }
 }
 
-/// The file regions of an access of `total` bytes, in stream order.
-fn file_regions(access: FileAccess<'_>, total: u64) -> WeftResult<Vec<Region>> {
-    match access {
-        FileAccess::List(regions) => Ok(regions.iter().copied().filter(|r| r.length > 0).collect()),
-        FileAccess::Datatype { file_type, displacement, view_offset } => {
-            let size = file_type.size();
-            if size == 0 {
-                return if total == 0 { Ok(Vec::new()) } else { Err(ErrorCode::Invalid) };
-            }
-            let end = view_offset.checked_add(total).ok_or(ErrorCode::TooBig)?;
-            let mut cursor =
-                Cursor::new(file_type, end.div_ceil(size), displacement).map_err(|_| ErrorCode::Invalid)?;
-            cursor.set_end(end).map_err(|_| ErrorCode::Invalid)?;
-            cursor.seek(view_offset).map_err(|_| ErrorCode::Invalid)?;
-            Ok(cursor.collect_all())
-        }
-    }
-}
-
 fn datatype_access(
     file: &File,
     index: u32,
@@ -202,10 +188,12 @@ impl Client {
                 }
             }
             (LockMethod::Posix, access) => {
-                for region in file_regions(access, total)? {
-                    for piece in d.pieces(region.offset, region.length) {
-                        let description = ranges_of(piece.datafile_index, vec![(piece.local_offset, piece.length)]);
-                        slots.push(slot(piece.datafile_index, description, piece.file_offset)?);
+                // One slot per range (a piece, or a run of them past the client's bound).
+                for (index, ranges) in
+                    lock_ranges(&d, file.layout.datafiles.len(), access, total)?.into_iter().enumerate()
+                {
+                    for (file_offset, local, length) in ranges {
+                        slots.push(slot(index as u32, ranges_of(index as u32, vec![(local, length)]), file_offset)?);
                     }
                 }
             }
@@ -214,21 +202,12 @@ impl Client {
                     LockMethod::List { regions_per_request } => regions_per_request.clamp(1, LOCK_RANGES_MAX),
                     _ => LOCK_RANGES_MAX,
                 };
-                let mut per_datafile: Vec<Vec<(u64, u64, u64)>> = vec![Vec::new(); file.layout.datafiles.len()];
-                for region in file_regions(access, total)? {
-                    for piece in d.pieces(region.offset, region.length) {
-                        per_datafile[piece.datafile_index as usize].push((
-                            piece.file_offset,
-                            piece.local_offset,
-                            piece.length,
-                        ));
-                    }
-                }
-                for (index, mut pieces) in per_datafile.into_iter().enumerate() {
-                    pieces.sort_unstable();
-                    for chunk in pieces.chunks(per) {
-                        let ranges = chunk.iter().map(|&(_, local, length)| (local, length)).collect();
-                        slots.push(slot(index as u32, ranges_of(index as u32, ranges), chunk[0].0)?);
+                for (index, ranges) in
+                    lock_ranges(&d, file.layout.datafiles.len(), access, total)?.into_iter().enumerate()
+                {
+                    for chunk in ranges.chunks(per) {
+                        let list = chunk.iter().map(|&(_, local, length)| (local, length)).collect();
+                        slots.push(slot(index as u32, ranges_of(index as u32, list), chunk[0].0)?);
                     }
                 }
             }

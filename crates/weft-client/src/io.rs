@@ -14,6 +14,7 @@ use weft_proto::{limits, Distribution, ErrorCode, Handle, WeftResult};
 
 use crate::capabilities::capable;
 use crate::client::Client;
+use crate::takeback::StoredPart;
 use weft_net::transport::Bulk;
 
 /// An open file: its metafile handle and layout. Servers keep no open state.
@@ -93,7 +94,11 @@ fn check_range(offset: u64, len: usize) -> WeftResult<()> {
 }
 
 impl Client {
-    /// Writes `data` at `offset` (one request per datafile involved).
+    /// Writes `data` at `offset` (one request per datafile involved). When
+    /// some datafiles' parts fail and others are stored, the growth of the
+    /// stored parts is taken back (see [`crate::takeback`]) before the
+    /// error is returned, so the file's size is not raised by a write
+    /// that was not acknowledged.
     pub async fn write_at(&self, file: &File, offset: u64, data: &[u8]) -> WeftResult<()> {
         check_range(offset, data.len())?;
         if data.is_empty() {
@@ -109,7 +114,6 @@ impl Client {
             let (start, length) = (*start, end - start);
             let request = capable(&capability, Request::Write { handle, offset: start, length });
             async move {
-                let server = self.server_of(handle)?;
                 let mut fill = |stream_offset: u64, chunk: &mut [u8]| {
                     for_each_run(&d, i as u32, offset, start + stream_offset, chunk.len(), |at, run, from| {
                         let source = data.get(at..at + run).ok_or(ErrorCode::Invalid)?;
@@ -117,16 +121,32 @@ impl Client {
                         Ok(())
                     })
                 };
-                self.call_bulk(server, request, Bulk::UploadWith { length, fill: &mut fill }).await
+                let reply = match self.server_of(handle) {
+                    Ok(server) => self.call_bulk(server, request, Bulk::UploadWith { length, fill: &mut fill }).await,
+                    Err(code) => Err(code),
+                };
+                (i, start, reply)
             }
         });
-        for result in join_all(writes).await {
-            match result? {
-                Reply::Io { .. } => {}
-                _ => return Err(ErrorCode::Protocol),
+        let mut stored = Vec::new();
+        let mut failure = None;
+        for (index, start, reply) in join_all(writes).await {
+            match reply {
+                Ok(Reply::Io { bytes, local_size }) => {
+                    stored.push(StoredPart { index, start, end: start + bytes, before: local_size });
+                }
+                Ok(_) => failure = failure.or(Some(ErrorCode::Protocol)),
+                Err(code) => failure = failure.or(Some(code)),
             }
         }
-        Ok(())
+        let Some(code) = failure else { return Ok(()) };
+        if !stored.is_empty() {
+            // Best effort: the write's own error is what the caller hears.
+            if let Err(undo) = self.take_back_growth(file, &stored).await {
+                tracing::warn!("write failed ({code}); taking back its stored parts' growth failed too: {undo}");
+            }
+        }
+        Err(code)
     }
 
     /// Reads into `buf` from `offset`; returns the bytes read (short only at end of file).

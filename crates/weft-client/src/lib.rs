@@ -21,11 +21,15 @@ mod capabilities;
 pub mod client;
 pub mod dlm;
 pub mod io;
+mod lock_ranges;
 pub mod namespace;
 pub mod noncontig;
 pub mod path;
 pub mod paths;
 pub mod sessions;
+mod takeback;
+pub mod unix;
+mod zipwalk;
 
 pub use weft_net::{counters, faults, pool, transport};
 

@@ -13,13 +13,14 @@
 //!   it receives (reads, walked in lockstep with the data chunks, so a read
 //!   needs no per-piece memory). Memory is a contiguous buffer, a region
 //!   list or a dataloop over the buffer.
-//! - [`IoMethod::List`]: the file access is flattened into a region list,
-//!   zipped with the memory list, split at strip boundaries into
-//!   datafile-local regions (adjacent ones merged), and sent to each
-//!   datafile in `ReadList`/`WriteList` requests of at most
-//!   `regions_per_request` regions. Cost: per datafile,
-//!   `ceil(local regions / regions_per_request)` requests, issued one after
-//!   another; datafiles in parallel. The default is
+//! - [`IoMethod::List`]: the memory and file sides are zipped, split at
+//!   strip boundaries into datafile-local regions (adjacent ones merged),
+//!   and sent to each datafile in `ReadList`/`WriteList` requests of at
+//!   most `regions_per_request` regions: the access is walked a window at a
+//!   time (`crate::zipwalk`), and whenever one datafile's list is full, the
+//!   lists of every datafile go out (datafiles in parallel) before the walk
+//!   goes on. Cost: about `ceil(local regions / regions_per_request)`
+//!   requests per datafile for a balanced access. The default is
 //!   [`weft_proto::limits::LIST_REGIONS_MAX`] (65,536); 64 reproduces the
 //!   list I/O of the papers.
 //! - [`IoMethod::Posix`]: one blocking `read_at`/`write_at` per contiguous
@@ -34,8 +35,10 @@
 //! into the transport's chunks as they are sent (`Bulk::UploadWith`: at most
 //! `WRITE_WINDOW_CHUNKS` chunks of `CHUNK_BYTES_MAX` in flight per request);
 //! reads scatter chunks into the buffer as they arrive. No copy of the
-//! access is made. (The list and posix methods materialize the access's
-//! region lists: memory per region, not per byte.)
+//! access is made, and the list and posix methods hold at most a window of
+//! zipped pieces plus one request's region list per datafile (a list access
+//! is walked in the caller's own list). Input is checked by a walk that
+//! keeps nothing before any byte moves.
 
 use std::sync::Mutex;
 
@@ -49,6 +52,7 @@ use crate::blocking::BlockingClient;
 use crate::capabilities::capable;
 use crate::client::Client;
 use crate::io::File;
+use crate::zipwalk::{self, RegionSource, ZipWalk};
 use weft_net::transport::Bulk;
 
 /// How a noncontiguous access goes over the wire (for comparison).
@@ -163,6 +167,8 @@ impl Strided {
 /// What every per-datafile [`MemoryMap`] shares.
 struct MemoryPlan<'a> {
     layout: MemoryLayout<'a>,
+    /// The whole buffer as one region (the contiguous layout's source).
+    whole: Region,
     prefix: Vec<u64>,
     total: u64,
     buffer_len: usize,
@@ -188,7 +194,7 @@ impl<'a> MemoryPlan<'a> {
                 count.checked_mul(memory_type.size()).ok_or(ErrorCode::Invalid)?
             }
         };
-        Ok(MemoryPlan { layout, prefix, total, buffer_len })
+        Ok(MemoryPlan { layout, whole: Region::new(0, buffer_len as u64), prefix, total, buffer_len })
     }
 
     fn map(&self) -> WeftResult<MemoryMap<'_>> {
@@ -205,19 +211,15 @@ impl<'a> MemoryPlan<'a> {
         })
     }
 
-    /// The memory side as a region list (list and posix methods).
-    fn regions(&self) -> WeftResult<Vec<Region>> {
-        match self.layout {
-            MemoryLayout::Contiguous => Ok(vec![Region::new(0, self.buffer_len as u64)]),
-            MemoryLayout::List(regions) => Ok(regions.to_vec()),
+    /// The memory side as a region source (list and posix methods).
+    fn source(&self) -> WeftResult<RegionSource<'_>> {
+        Ok(match self.layout {
+            MemoryLayout::Contiguous => RegionSource::List(std::slice::from_ref(&self.whole).iter()),
+            MemoryLayout::List(regions) => RegionSource::List(regions.iter()),
             MemoryLayout::Datatype { memory_type, count } => {
-                let regions = Cursor::new(memory_type, count, 0).map_err(invalid)?.collect_all();
-                for region in &regions {
-                    check_in_buffer(region.offset, region.length, self.buffer_len)?;
-                }
-                Ok(regions)
+                RegionSource::Walk(Cursor::new(memory_type, count, 0).map_err(invalid)?)
             }
-        }
+        })
     }
 }
 
@@ -392,11 +394,6 @@ impl FileWalk {
             stripe_index: index,
         }
     }
-
-    /// The file side as a region list.
-    fn regions(&self) -> WeftResult<Vec<Region>> {
-        Ok(self.cursor()?.collect_all())
-    }
 }
 
 /// A file region list as an hindexed dataloop of bytes (datatype method on a list).
@@ -416,40 +413,60 @@ fn stripe_batch(cursor: &mut StripeCursor<'_>, out: &mut Vec<StripePiece>) -> u6
 /// One datafile's part of a list access: `(local offset, length, memory offset)`.
 type LocalPieces = Vec<(u64, u64, u64)>;
 
-/// Read state of one datafile: scatters packed chunks as they arrive.
-struct Scatter<'a> {
+/// One datafile's packed stream of a datatype access, walked chunk by
+/// chunk as the transport moves it: maps each chunk's bytes to the
+/// caller's memory. Reads scatter arriving chunks into the buffer through
+/// it, writes gather outgoing chunks from the buffer: one walk, two copy
+/// directions.
+struct StreamWalk<'a> {
     stripe: StripeCursor<'a>,
     memory: MemoryMap<'a>,
     pieces: Vec<StripePiece>,
     index: usize,
     used: u64,
-    consumed: u64,
+    /// Stream bytes walked so far (the next chunk must start here).
+    position: u64,
     stream_start: u64,
 }
 
-impl Scatter<'_> {
-    fn take(&mut self, chunk_offset: u64, bytes: &[u8], buffer: &Mutex<&mut [u8]>) -> WeftResult<()> {
-        if chunk_offset != self.consumed {
-            return Err(ErrorCode::Protocol);
+impl<'a> StreamWalk<'a> {
+    fn new(stripe: StripeCursor<'a>, memory: MemoryMap<'a>, stream_start: u64) -> Self {
+        StreamWalk { stripe, memory, pieces: Vec::new(), index: 0, used: 0, position: 0, stream_start }
+    }
+
+    /// Walks the `len` bytes of the chunk at `chunk_offset`, which must
+    /// follow the previous one: calls `copy(chunk_at, memory_offset,
+    /// length)` for each run, where `memory_offset` lies in a buffer of
+    /// `buffer_len` bytes. `bad` is the error for a chunk out of order or
+    /// beyond this datafile's share (`Protocol` for what a server sent,
+    /// `Invalid` for what the transport asked).
+    fn walk(
+        &mut self,
+        chunk_offset: u64,
+        len: usize,
+        buffer_len: usize,
+        bad: ErrorCode,
+        mut copy: impl FnMut(usize, usize, usize),
+    ) -> WeftResult<()> {
+        if chunk_offset != self.position {
+            return Err(bad);
         }
-        let mut buffer = buffer.lock().expect("scatter buffer lock");
-        let buffer_len = buffer.len();
         let mut at = 0usize;
-        while at < bytes.len() {
+        while at < len {
             if self.index == self.pieces.len() {
                 self.index = 0;
                 self.used = 0;
                 if stripe_batch(&mut self.stripe, &mut self.pieces) == 0 {
-                    return Err(ErrorCode::Protocol); // more bytes than this datafile's share
+                    return Err(bad); // more bytes than this datafile's share
                 }
             }
             let piece = self.pieces[self.index];
-            let take = (piece.length - self.used).min((bytes.len() - at) as u64);
+            let take = (piece.length - self.used).min((len - at) as u64);
             let stream = piece.stream_offset + self.used - self.stream_start;
-            let mut from = at;
+            let mut cursor = at;
             self.memory.for_each(buffer_len, stream, take, |offset, length| {
-                buffer[offset..offset + length].copy_from_slice(&bytes[from..from + length]);
-                from += length;
+                copy(cursor, offset, length);
+                cursor += length;
             })?;
             at += take as usize;
             self.used += take;
@@ -458,57 +475,175 @@ impl Scatter<'_> {
                 self.used = 0;
             }
         }
-        self.consumed += bytes.len() as u64;
+        self.position += len as u64;
         Ok(())
     }
 
+    /// Read side: copies arriving `bytes` into `buffer`.
+    fn scatter(&mut self, chunk_offset: u64, bytes: &[u8], buffer: &Mutex<&mut [u8]>) -> WeftResult<()> {
+        let mut buffer = buffer.lock().expect("scatter buffer lock");
+        let buffer_len = buffer.len();
+        self.walk(chunk_offset, bytes.len(), buffer_len, ErrorCode::Protocol, |at, offset, length| {
+            buffer[offset..offset + length].copy_from_slice(&bytes[at..at + length]);
+        })
+    }
+
+    /// Write side: fills `out` from `buffer`.
+    fn gather(&mut self, chunk_offset: u64, out: &mut [u8], buffer: &[u8]) -> WeftResult<()> {
+        self.walk(chunk_offset, out.len(), buffer.len(), ErrorCode::Invalid, |at, offset, length| {
+            out[at..at + length].copy_from_slice(&buffer[offset..offset + length]);
+        })
+    }
+
+    /// Whether the whole share has been walked.
     fn finished(&mut self) -> bool {
         self.index == self.pieces.len() && stripe_batch(&mut self.stripe, &mut self.pieces) == 0
     }
 }
 
-/// Write state of one datafile: gathers its packed bytes from the caller's
-/// buffer, chunk by chunk, as the transport sends them.
-struct Gather<'a> {
-    stripe: StripeCursor<'a>,
-    memory: MemoryMap<'a>,
-    pieces: Vec<StripePiece>,
-    index: usize,
-    used: u64,
-    produced: u64,
-    stream_start: u64,
+/// The dataloop walk of a datatype file access (`None` for a list access,
+/// whose regions are walked in place).
+fn walk_of(access: FileAccess<'_>, total: u64) -> WeftResult<Option<FileWalk>> {
+    match access {
+        FileAccess::List(_) => Ok(None),
+        FileAccess::Datatype { .. } => FileWalk::new(access, total).map(Some),
+    }
 }
 
-impl Gather<'_> {
-    fn fill(&mut self, chunk_offset: u64, out: &mut [u8], buffer: &[u8]) -> WeftResult<()> {
-        if chunk_offset != self.produced {
-            return Err(ErrorCode::Invalid);
+/// The file side of an access as a region source.
+fn file_source<'a>(access: FileAccess<'a>, walk: Option<&'a FileWalk>) -> WeftResult<RegionSource<'a>> {
+    match (access, walk) {
+        (FileAccess::List(regions), _) => Ok(RegionSource::List(regions.iter())),
+        (FileAccess::Datatype { .. }, Some(walk)) => Ok(RegionSource::Walk(walk.cursor()?)),
+        (FileAccess::Datatype { .. }, None) => Err(ErrorCode::Invalid),
+    }
+}
+
+/// The windowed zip of an access (list and posix methods), its input
+/// checked first in a walk that keeps nothing.
+fn zip_walk<'a>(
+    plan: &'a MemoryPlan<'a>,
+    access: FileAccess<'a>,
+    walk: Option<&'a FileWalk>,
+) -> WeftResult<ZipWalk<'a>> {
+    zipwalk::validate(plan.source()?, file_source(access, walk)?, plan.buffer_len, plan.total)?;
+    Ok(ZipWalk::new(plan.source()?, file_source(access, walk)?))
+}
+
+/// A list access's requests, planned window by window: the zipped pieces
+/// are split at strip boundaries into per-datafile local pieces (merged
+/// when adjacent in both file and memory); when one datafile's list is full
+/// (`regions_per_request` pieces), the lists of every datafile are handed
+/// out to be sent, so the client holds at most one request's list per
+/// datafile whatever the access's size.
+struct ListPlan<'a> {
+    zip: ZipWalk<'a>,
+    distribution: weft_proto::Distribution,
+    /// The current window; `window[at]` is what is left of its current piece.
+    window: Vec<(u64, u64, u64)>,
+    at: usize,
+    lists: Vec<LocalPieces>,
+    per_request: usize,
+    done: bool,
+}
+
+impl<'a> ListPlan<'a> {
+    fn new(file: &File, regions_per_request: u32, zip: ZipWalk<'a>) -> Self {
+        ListPlan {
+            zip,
+            distribution: file.layout.distribution,
+            window: Vec::new(),
+            at: 0,
+            lists: vec![Vec::new(); file.layout.datafiles.len()],
+            per_request: regions_per_request.clamp(1, limits::LIST_REGIONS_MAX) as usize,
+            done: false,
         }
-        let mut at = 0usize;
-        while at < out.len() {
-            if self.index == self.pieces.len() {
-                self.index = 0;
-                self.used = 0;
-                if stripe_batch(&mut self.stripe, &mut self.pieces) == 0 {
-                    return Err(ErrorCode::Invalid); // more bytes asked than this datafile's share
+    }
+
+    /// The next lists to send, one request per non-empty list; `None` at the end.
+    fn next_lists(&mut self) -> WeftResult<Option<Vec<LocalPieces>>> {
+        loop {
+            if self.at == self.window.len() {
+                if self.done {
+                    return Ok(None);
+                }
+                self.at = 0;
+                if !self.zip.next_window(&mut self.window)? {
+                    self.done = true;
+                    return Ok(Some(self.take_lists()));
                 }
             }
-            let piece = self.pieces[self.index];
-            let take = (piece.length - self.used).min((out.len() - at) as u64);
-            let stream = piece.stream_offset + self.used - self.stream_start;
-            let mut to = at;
-            self.memory.for_each(buffer.len(), stream, take, |offset, length| {
-                out[to..to + length].copy_from_slice(&buffer[offset..offset + length]);
-                to += length;
-            })?;
-            at += take as usize;
-            self.used += take;
-            if self.used == piece.length {
+            let (memory, file_offset, length) = self.window[self.at];
+            let Some(piece) = self.distribution.pieces(file_offset, length).next() else {
+                self.at += 1;
+                continue;
+            };
+            self.window[self.at] = (memory + piece.length, file_offset + piece.length, length - piece.length);
+            let index = piece.datafile_index as usize;
+            let list = self.lists.get_mut(index).ok_or(ErrorCode::Invalid)?;
+            if let Some(last) = list.last_mut() {
+                if last.0 + last.1 == piece.local_offset && last.2 + last.1 == memory {
+                    last.1 += piece.length;
+                    continue;
+                }
+            }
+            let full = if list.len() == self.per_request { Some(self.take_lists()) } else { None };
+            self.lists[index].push((piece.local_offset, piece.length, memory));
+            if full.is_some() {
+                return Ok(full);
+            }
+        }
+    }
+
+    fn take_lists(&mut self) -> Vec<LocalPieces> {
+        let empty = vec![Vec::new(); self.lists.len()];
+        std::mem::replace(&mut self.lists, empty)
+    }
+}
+
+/// Walks a list request's packed stream over its pieces' buffer offsets,
+/// chunk by chunk: one walk for both copy directions (writes gather
+/// outgoing chunks from the buffer, reads scatter arriving ones into it).
+struct PartWalk<'p> {
+    part: &'p [(u64, u64, u64)],
+    index: usize,
+    used: u64,
+    position: u64,
+}
+
+impl<'p> PartWalk<'p> {
+    fn new(part: &'p [(u64, u64, u64)]) -> Self {
+        PartWalk { part, index: 0, used: 0, position: 0 }
+    }
+
+    /// Calls `copy(chunk_at, buffer_offset, length)` for each run of the
+    /// `len` bytes of the chunk at `chunk_offset` (which must follow the
+    /// previous one); every run lies in a buffer of `buffer_len` bytes.
+    fn walk(
+        &mut self,
+        chunk_offset: u64,
+        len: usize,
+        buffer_len: usize,
+        mut copy: impl FnMut(usize, usize, usize),
+    ) -> WeftResult<()> {
+        if chunk_offset != self.position {
+            return Err(ErrorCode::Protocol);
+        }
+        let mut at = 0usize;
+        while at < len {
+            let &(_, length, memory) = self.part.get(self.index).ok_or(ErrorCode::Protocol)?;
+            let take = ((length - self.used) as usize).min(len - at);
+            let offset = (memory + self.used) as usize;
+            check_in_buffer(offset as u64, take as u64, buffer_len)?;
+            copy(at, offset, take);
+            at += take;
+            self.used += take as u64;
+            if self.used == length {
                 self.index += 1;
                 self.used = 0;
             }
         }
-        self.produced += out.len() as u64;
+        self.position += len as u64;
         Ok(())
     }
 }
@@ -598,13 +733,26 @@ impl Client {
         match method {
             IoMethod::Datatype => self.write_datatype(file, buf, &plan, FileWalk::new(access, plan.total)?).await,
             IoMethod::List { regions_per_request } => {
-                let per_datafile = self.list_pieces(file, &plan, access)?;
-                self.write_lists(file, buf, per_datafile, regions_per_request).await
+                let walk = walk_of(access, plan.total)?;
+                let mut plan = ListPlan::new(file, regions_per_request, zip_walk(&plan, access, walk.as_ref())?);
+                while let Some(lists) = plan.next_lists()? {
+                    self.write_lists(file, buf, lists).await?;
+                }
+                Ok(())
             }
             IoMethod::Posix => {
-                for (memory_offset, file_offset, length) in self.zip(&plan, access)? {
-                    self.write_at(file, file_offset, &buf[memory_offset as usize..(memory_offset + length) as usize])
+                let walk = walk_of(access, plan.total)?;
+                let mut zip = zip_walk(&plan, access, walk.as_ref())?;
+                let mut window = Vec::new();
+                while zip.next_window(&mut window)? {
+                    for &(memory_offset, file_offset, length) in &window {
+                        self.write_at(
+                            file,
+                            file_offset,
+                            &buf[memory_offset as usize..(memory_offset + length) as usize],
+                        )
                         .await?;
+                    }
                 }
                 Ok(())
             }
@@ -624,14 +772,23 @@ impl Client {
         match method {
             IoMethod::Datatype => self.read_datatype(file, buf, &plan, FileWalk::new(access, plan.total)?).await,
             IoMethod::List { regions_per_request } => {
-                let per_datafile = self.list_pieces(file, &plan, access)?;
-                self.read_lists(file, buf, per_datafile, regions_per_request).await
+                let walk = walk_of(access, plan.total)?;
+                let mut plan = ListPlan::new(file, regions_per_request, zip_walk(&plan, access, walk.as_ref())?);
+                while let Some(lists) = plan.next_lists()? {
+                    self.read_lists(file, buf, lists).await?;
+                }
+                Ok(())
             }
             IoMethod::Posix => {
-                for (memory_offset, file_offset, length) in self.zip(&plan, access)? {
-                    let target = &mut buf[memory_offset as usize..(memory_offset + length) as usize];
-                    let got = self.read_at(file, file_offset, target).await?;
-                    target[got..].fill(0);
+                let walk = walk_of(access, plan.total)?;
+                let mut zip = zip_walk(&plan, access, walk.as_ref())?;
+                let mut window = Vec::new();
+                while zip.next_window(&mut window)? {
+                    for &(memory_offset, file_offset, length) in &window {
+                        let target = &mut buf[memory_offset as usize..(memory_offset + length) as usize];
+                        let got = self.read_at(file, file_offset, target).await?;
+                        target[got..].fill(0);
+                    }
                 }
                 Ok(())
             }
@@ -646,134 +803,50 @@ impl Client {
         }
     }
 
-    /// `(memory offset, file offset, length)` pieces of an access, in stream order.
-    fn zip(&self, plan: &MemoryPlan<'_>, access: FileAccess<'_>) -> WeftResult<Vec<(u64, u64, u64)>> {
-        let memory = plan.regions()?;
-        let file_regions = match access {
-            FileAccess::List(regions) => regions.to_vec(),
-            FileAccess::Datatype { .. } => FileWalk::new(access, plan.total)?.regions()?,
-        };
-        for region in &file_regions {
-            if region.end().is_none_or(|end| end > limits::FILE_BYTES_MAX) {
-                return Err(ErrorCode::TooBig);
-            }
-        }
-        let pieces = weft_dataloop::regions::zip_lists(&memory, &file_regions).map_err(invalid)?;
-        Ok(pieces.into_iter().filter(|p| p.length > 0).map(|p| (p.memory_offset, p.file_offset, p.length)).collect())
-    }
-
-    /// The access split per datafile into local pieces, adjacent ones merged.
-    fn list_pieces(&self, file: &File, plan: &MemoryPlan<'_>, access: FileAccess<'_>) -> WeftResult<Vec<LocalPieces>> {
-        let d = file.layout.distribution;
-        let mut per_datafile: Vec<LocalPieces> = vec![Vec::new(); file.layout.datafiles.len()];
-        for (memory_offset, file_offset, length) in self.zip(plan, access)? {
-            for piece in d.pieces(file_offset, length) {
-                let list = per_datafile.get_mut(piece.datafile_index as usize).ok_or(ErrorCode::Invalid)?;
-                let memory = memory_offset + (piece.file_offset - file_offset);
-                match list.last_mut() {
-                    Some(last) if last.0 + last.1 == piece.local_offset && last.2 + last.1 == memory => {
-                        last.1 += piece.length
-                    }
-                    _ => list.push((piece.local_offset, piece.length, memory)),
-                }
-            }
-        }
-        Ok(per_datafile)
-    }
-
-    async fn write_lists(
-        &self,
-        file: &File,
-        buf: &[u8],
-        per_datafile: Vec<LocalPieces>,
-        regions_per_request: u32,
-    ) -> WeftResult<()> {
-        let chunk = regions_per_request.clamp(1, limits::LIST_REGIONS_MAX) as usize;
+    /// Sends one `WriteList` per non-empty list, datafiles in parallel.
+    async fn write_lists(&self, file: &File, buf: &[u8], lists: Vec<LocalPieces>) -> WeftResult<()> {
         let capability = &self.capability(file, weft_proto::access::WRITE).await?;
-        let writes =
-            per_datafile.into_iter().enumerate().filter(|(_, l)| !l.is_empty()).map(|(index, list)| async move {
-                let handle = file.layout.datafiles[index];
-                let server = self.server_of(handle)?;
-                for part in list.chunks(chunk) {
-                    let total: u64 = part.iter().map(|p| p.1).sum();
-                    // Gathered from `buf` chunk by chunk as it is sent.
-                    let (mut index, mut used, mut produced) = (0usize, 0u64, 0u64);
-                    let mut fill = |chunk_offset: u64, out: &mut [u8]| {
-                        if chunk_offset != produced {
-                            return Err(ErrorCode::Protocol);
-                        }
-                        let mut at = 0usize;
-                        while at < out.len() {
-                            let &(_, length, memory) = part.get(index).ok_or(ErrorCode::Invalid)?;
-                            let take = ((length - used) as usize).min(out.len() - at);
-                            let from = (memory + used) as usize;
-                            out[at..at + take].copy_from_slice(buf.get(from..from + take).ok_or(ErrorCode::Invalid)?);
-                            at += take;
-                            used += take as u64;
-                            if used == length {
-                                index += 1;
-                                used = 0;
-                            }
-                        }
-                        produced += out.len() as u64;
-                        Ok(())
-                    };
-                    let regions = part.iter().map(|&(offset, length, _)| (offset, length)).collect();
-                    let request = capable(capability, Request::WriteList { handle, regions, total_length: total });
-                    let bulk = Bulk::UploadWith { length: total, fill: &mut fill };
-                    expect_io(self.call_bulk(server, request, bulk).await?, total)?;
-                }
-                Ok::<(), ErrorCode>(())
-            });
+        let writes = lists.into_iter().enumerate().filter(|(_, l)| !l.is_empty()).map(|(index, part)| async move {
+            let handle = file.layout.datafiles[index];
+            let total: u64 = part.iter().map(|p| p.1).sum();
+            // Gathered from `buf` chunk by chunk as it is sent.
+            let mut walk = PartWalk::new(&part);
+            let mut fill = |chunk_offset: u64, out: &mut [u8]| {
+                walk.walk(chunk_offset, out.len(), buf.len(), |at, offset, length| {
+                    out[at..at + length].copy_from_slice(&buf[offset..offset + length]);
+                })
+            };
+            let regions = part.iter().map(|&(offset, length, _)| (offset, length)).collect();
+            let request = capable(capability, Request::WriteList { handle, regions, total_length: total });
+            let bulk = Bulk::UploadWith { length: total, fill: &mut fill };
+            expect_io(self.call_bulk(self.server_of(handle)?, request, bulk).await?, total)
+        });
         join_all(writes).await.into_iter().collect()
     }
 
-    async fn read_lists(
-        &self,
-        file: &File,
-        buf: &mut [u8],
-        per_datafile: Vec<LocalPieces>,
-        regions_per_request: u32,
-    ) -> WeftResult<()> {
-        let chunk = regions_per_request.clamp(1, limits::LIST_REGIONS_MAX) as usize;
+    /// Sends one `ReadList` per non-empty list, datafiles in parallel.
+    async fn read_lists(&self, file: &File, buf: &mut [u8], lists: Vec<LocalPieces>) -> WeftResult<()> {
         let capability = &self.capability(file, weft_proto::access::READ).await?;
+        let buffer_len = buf.len();
         let buffer = Mutex::new(buf);
         let buffer = &buffer;
-        let reads =
-            per_datafile.into_iter().enumerate().filter(|(_, l)| !l.is_empty()).map(|(index, list)| async move {
-                let handle = file.layout.datafiles[index];
-                let server = self.server_of(handle)?;
-                for part in list.chunks(chunk) {
-                    let total: u64 = part.iter().map(|p| p.1).sum();
-                    let (mut index, mut used, mut consumed) = (0usize, 0u64, 0u64);
-                    let mut sink = |chunk_offset: u64, bytes: &[u8]| {
-                        if chunk_offset != consumed {
-                            return Err(ErrorCode::Protocol);
-                        }
-                        let mut buffer = buffer.lock().expect("scatter buffer lock");
-                        let mut at = 0usize;
-                        while at < bytes.len() {
-                            let &(_, length, memory) = part.get(index).ok_or(ErrorCode::Protocol)?;
-                            let take = ((length - used) as usize).min(bytes.len() - at);
-                            let to = (memory + used) as usize;
-                            buffer[to..to + take].copy_from_slice(&bytes[at..at + take]);
-                            at += take;
-                            used += take as u64;
-                            if used == length {
-                                index += 1;
-                                used = 0;
-                            }
-                        }
-                        consumed += bytes.len() as u64;
-                        Ok(())
-                    };
-                    let regions = part.iter().map(|&(offset, length, _)| (offset, length)).collect();
-                    let request = capable(capability, Request::ReadList { handle, regions, total_length: total });
-                    expect_io(self.call_bulk(server, request, Bulk::Download(&mut sink)).await?, total)?;
-                    self.shared.pool.count_download(server, "read_list", total);
-                }
-                Ok::<(), ErrorCode>(())
-            });
+        let reads = lists.into_iter().enumerate().filter(|(_, l)| !l.is_empty()).map(|(index, part)| async move {
+            let handle = file.layout.datafiles[index];
+            let server = self.server_of(handle)?;
+            let total: u64 = part.iter().map(|p| p.1).sum();
+            let mut walk = PartWalk::new(&part);
+            let mut sink = |chunk_offset: u64, bytes: &[u8]| {
+                let mut buffer = buffer.lock().expect("scatter buffer lock");
+                walk.walk(chunk_offset, bytes.len(), buffer_len, |at, offset, length| {
+                    buffer[offset..offset + length].copy_from_slice(&bytes[at..at + length]);
+                })
+            };
+            let regions = part.iter().map(|&(offset, length, _)| (offset, length)).collect();
+            let request = capable(capability, Request::ReadList { handle, regions, total_length: total });
+            expect_io(self.call_bulk(server, request, Bulk::Download(&mut sink)).await?, total)?;
+            self.shared.pool.count_download(server, "read_list", total);
+            Ok::<(), ErrorCode>(())
+        });
         join_all(reads).await.into_iter().collect()
     }
 
@@ -815,22 +888,14 @@ impl Client {
                 packed_length += pieces.iter().map(|p| p.length).sum::<u64>();
             }
             if packed_length > 0 {
-                let gather = Gather {
-                    stripe: walk.stripe(file, index)?,
-                    memory: plan.map()?,
-                    pieces: Vec::new(),
-                    index: 0,
-                    used: 0,
-                    produced: 0,
-                    stream_start: walk.access_start,
-                };
+                let gather = StreamWalk::new(walk.stripe(file, index)?, plan.map()?, walk.access_start);
                 involved.push((walk.access(file, index), packed_length, gather));
             }
         }
         let writes = involved.into_iter().map(|(access, packed_length, mut gather)| async move {
             let server = self.server_of(access.handle)?;
             let request = capable(capability, Request::WriteDatatype { access, packed_length });
-            let mut fill = |chunk_offset: u64, chunk: &mut [u8]| gather.fill(chunk_offset, chunk, buf);
+            let mut fill = |chunk_offset: u64, chunk: &mut [u8]| gather.gather(chunk_offset, chunk, buf);
             let bulk = Bulk::UploadWith { length: packed_length, fill: &mut fill };
             expect_io(self.call_bulk(server, request, bulk).await?, packed_length)
         });
@@ -852,25 +917,17 @@ impl Client {
         for index in 0..file.layout.datafiles.len() as u32 {
             let mut probe = walk.stripe(file, index)?;
             if probe.next_batch(BatchLimits { regions_max: 1, bytes_max: 1 }, &mut Vec::new()) > 0 {
-                let scatter = Scatter {
-                    stripe: walk.stripe(file, index)?,
-                    memory: plan.map()?,
-                    pieces: Vec::new(),
-                    index: 0,
-                    used: 0,
-                    consumed: 0,
-                    stream_start: walk.access_start,
-                };
+                let scatter = StreamWalk::new(walk.stripe(file, index)?, plan.map()?, walk.access_start);
                 involved.push((walk.access(file, index), scatter));
             }
         }
         debug_assert!(plan.buffer_len == buffer_len);
         let reads = involved.into_iter().map(|(access, mut scatter)| async move {
             let server = self.server_of(access.handle)?;
-            let mut sink = |chunk_offset: u64, bytes: &[u8]| scatter.take(chunk_offset, bytes, buffer);
+            let mut sink = |chunk_offset: u64, bytes: &[u8]| scatter.scatter(chunk_offset, bytes, buffer);
             let request = capable(capability, Request::ReadDatatype { access });
             let reply = self.call_bulk(server, request, Bulk::Download(&mut sink)).await?;
-            let consumed = scatter.consumed;
+            let consumed = scatter.position;
             expect_io(reply, consumed)?;
             if !scatter.finished() {
                 return Err(ErrorCode::Protocol);

@@ -413,6 +413,9 @@ impl Inner {
         reply.ok()
     }
 
+    /// As `readdir`, with attributes (a review with `duplicates` pairs the
+    /// two): fuser's two reply types share no trait to add an entry
+    /// through, so the `.`/`..`/page steps are written once for each.
     async fn readdirplus(&self, client: &Client, dir: Handle, offset: u64, mut reply: ReplyDirectoryPlus) {
         let zero = Duration::ZERO;
         if offset == 0 && reply.add(ino_of(dir), 1, ".", &zero, &attr::dot_attr(dir), GENERATION) {

@@ -35,6 +35,9 @@ static void *weft_pnetcdf_next(void **slot, const char *name) {
 typedef int (*weft_nc_open_fn)(MPI_Comm, const char *, int, MPI_Info, int *);
 typedef int (*weft_nc_format_fn)(const char *, int *);
 
+/* ncmpi_create and ncmpi_open are the same wrapper around two names (a
+ * review with `duplicates` pairs them): each interposed symbol is written
+ * out, the window logic is in weft_posix_window_begin/end. */
 int ncmpi_create(MPI_Comm comm, const char *path, int cmode, MPI_Info info, int *ncidp) {
     static void *slot;
     weft_nc_open_fn real = (weft_nc_open_fn)weft_pnetcdf_next(&slot, "ncmpi_create");

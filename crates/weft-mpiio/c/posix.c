@@ -42,7 +42,16 @@
  * on each call is a 5-byte prefix compare plus, only while some thread is
  * inside a PnetCDF call on a `weft:` name, one string compare. No MPI
  * here: this works in any process the library is preloaded into (with
- * WEFT_CONFIG set). */
+ * WEFT_CONFIG set).
+ *
+ * Twins on purpose (a review with `duplicates` lists them): each plain
+ * call and its *64 twin (open/open64, stat/stat64, statvfs/statvfs64,
+ * readdir/readdir64, ...) is written out in full. glibc exports both
+ * names with different struct types, and the interposed symbol must be
+ * spelled out for the linker and for a reader grepping for it; the shared
+ * work is already in one helper per call (weft_posix_truncate,
+ * weft_posix_statfs_extra, weft_dir_next, ...), so what repeats is the few
+ * lines that fill each struct type. */
 #undef _FORTIFY_SOURCE   /* fortified fcntl.h defines open() inline */
 #undef _FILE_OFFSET_BITS /* keep open/truncate their own names (not *64) */
 #ifndef _GNU_SOURCE

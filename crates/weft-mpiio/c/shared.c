@@ -185,6 +185,9 @@ static shared_split **split_find(weft_file *file) {
     return p;
 }
 
+/* Keeps its split state in a list as c/nonblocking.c's split collectives
+ * do (a review with `duplicates` pairs the pushes): the two hold different
+ * records (an ordered access's result here, a request there). */
 static int split_begin(MPI_File fh, int write, const void *buf, long long count, MPI_Datatype datatype) {
     weft_file *file = (weft_file *)fh;
     pthread_mutex_lock(&split_lock);
@@ -250,6 +253,8 @@ int weft_impl_MPI_File_seek_shared(MPI_File fh, MPI_Offset offset, int whence) {
     return weft_raise(file, rc);
 }
 
+/* Same shape as weft_impl_MPI_File_get_size in c/weft_mpiio.c (call the
+ * Rust side, copy the value out, raise): two MPI calls, two Rust calls. */
 int weft_impl_MPI_File_get_position_shared(MPI_File fh, MPI_Offset *offset) {
     weft_file *file = (weft_file *)fh;
     int64_t position = 0;

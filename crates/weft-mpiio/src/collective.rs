@@ -47,7 +47,7 @@ use weft_dataloop::{BatchLimits, Cursor, Dataloop, Region};
 
 use crate::error::{MpiClass, MpiResult};
 use crate::ffi::{guarded, store};
-use crate::file::{self, amode, OpenFile, Position, View};
+use crate::file::{self, OpenFile, Position, View};
 use crate::runtime::client;
 use crate::types;
 
@@ -119,21 +119,7 @@ fn take(id: u64) -> MpiResult<Box<Plan>> {
 /// Checks the access mode and the etype rule; returns the view offset and
 /// the stream length in bytes.
 fn access(open: &OpenFile, write: bool, at: Position, count: u64, memory_type: &Dataloop) -> MpiResult<(u64, u64)> {
-    if write && open.amode & amode::RDONLY != 0 {
-        return Err(MpiClass::ReadOnly);
-    }
-    if !write && open.amode & amode::WRONLY != 0 {
-        return Err(MpiClass::Access);
-    }
-    let offset_etypes = match at {
-        Position::Explicit(offset) => offset,
-        Position::Individual => open.position_etypes,
-    };
-    let view_offset = file::view_bytes(&open.view, offset_etypes)?;
-    let total = count.checked_mul(memory_type.size()).ok_or(MpiClass::Count)?;
-    if !file::whole_multiple(total, open.view.etype_bytes) {
-        return Err(MpiClass::Type);
-    }
+    let (view_offset, total) = file::access_bytes(open, write, at, count, memory_type)?;
     if total > 0 && open.view.file_type.size() == 0 {
         return Err(MpiClass::Arg);
     }

@@ -197,6 +197,11 @@ pub extern "C" fn weft_mpiio_set_window(id: u64, bytes: i64) -> c_int {
 /// at `buffer`; `explicit != 0` uses `offset` (etypes), otherwise the
 /// individual file pointer. Stores the bytes moved.
 ///
+/// Its parameter list opens like those of `weft_mpiio_istart`
+/// (`crate::nonblocking`) and `weft_mpiio_coll_begin` (`crate::collective`),
+/// which `duplicates` pairs: three C entry points, each its own signature;
+/// their checks are shared (`file::access_bytes`, `file::prepare`).
+///
 /// # Safety
 /// `buffer` is the caller's MPI buffer for this access; `bytes` is writable.
 #[no_mangle]

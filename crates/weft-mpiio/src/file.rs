@@ -22,6 +22,7 @@
 //! displacements (MPI-3.1 §13.3 calls them erroneous).
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
 
 use weft_client::{Client, CreateOptions, File, FileAccess, IoMethod, MemoryLayout};
@@ -56,6 +57,21 @@ pub mod amode {
 
 /// Regions walked per batch when a view must be scanned.
 const SCAN_REGIONS_PER_BATCH: usize = 4096;
+
+/// Walks `cursor` [`SCAN_REGIONS_PER_BATCH`] regions at a time, calling `f`
+/// for each until it breaks (the scans of a view or memory type share it).
+fn for_each_region<B>(cursor: &mut Cursor<'_>, mut f: impl FnMut(&Region) -> ControlFlow<B>) -> ControlFlow<B> {
+    let mut batch: Vec<Region> = Vec::new();
+    loop {
+        batch.clear();
+        if cursor.next_batch(BatchLimits::regions(SCAN_REGIONS_PER_BATCH), &mut batch) == 0 {
+            return ControlFlow::Continue(());
+        }
+        for region in &batch {
+            f(region)?;
+        }
+    }
+}
 
 /// A file view: `file_type` tiled from `displacement`, counted in etypes.
 #[derive(Clone, Debug)]
@@ -281,19 +297,14 @@ pub fn monotone(dataloop: &Dataloop) -> bool {
     }
     let Ok(mut cursor) = Cursor::new(dataloop, 1, 0) else { return false };
     let mut end = 0u64;
-    let mut batch: Vec<Region> = Vec::new();
-    loop {
-        batch.clear();
-        if cursor.next_batch(BatchLimits::regions(SCAN_REGIONS_PER_BATCH), &mut batch) == 0 {
-            return true;
+    for_each_region(&mut cursor, |region| {
+        if region.offset < end {
+            return ControlFlow::Break(());
         }
-        for region in &batch {
-            if region.offset < end {
-                return false;
-            }
-            end = region.offset + region.length;
-        }
-    }
+        end = region.offset + region.length;
+        ControlFlow::Continue(())
+    })
+    .is_continue()
 }
 
 /// Sets the view and resets the individual file pointer. Erroneous types
@@ -431,22 +442,17 @@ pub(crate) fn bytes_before_eof(view: &View, view_offset: u64, total: u64, size_b
     cursor.seek(view_offset).map_err(|_| MpiClass::Arg)?;
     cursor.set_end(end).map_err(|_| MpiClass::Arg)?;
     let mut before = 0u64;
-    let mut batch: Vec<Region> = Vec::new();
-    loop {
-        batch.clear();
-        if cursor.next_batch(BatchLimits::regions(SCAN_REGIONS_PER_BATCH), &mut batch) == 0 {
-            return Ok(before);
+    let _ = for_each_region(&mut cursor, |region| {
+        if region.offset >= size_bytes {
+            return ControlFlow::Break(());
         }
-        for region in &batch {
-            if region.offset >= size_bytes {
-                return Ok(before);
-            }
-            before += region.length.min(size_bytes - region.offset);
-            if region.offset + region.length > size_bytes {
-                return Ok(before);
-            }
+        before += region.length.min(size_bytes - region.offset);
+        if region.offset + region.length > size_bytes {
+            return ControlFlow::Break(());
         }
-    }
+        ControlFlow::Continue(())
+    });
+    Ok(before)
 }
 
 /// Memory of one access: where it starts relative to the user pointer, and
@@ -514,6 +520,34 @@ pub(crate) struct Prepared {
     window_bytes: u64,
 }
 
+/// Checks an access against the file's access mode and the etype rule;
+/// returns its view offset and its length in bytes. Shared by the
+/// independent ([`prepare`]) and collective (`crate::collective`) paths.
+pub(crate) fn access_bytes(
+    open: &OpenFile,
+    write: bool,
+    at: Position,
+    count: u64,
+    memory_type: &Dataloop,
+) -> MpiResult<(u64, u64)> {
+    if write && open.amode & amode::RDONLY != 0 {
+        return Err(MpiClass::ReadOnly);
+    }
+    if !write && open.amode & amode::WRONLY != 0 {
+        return Err(MpiClass::Access);
+    }
+    let offset_etypes = match at {
+        Position::Explicit(offset) => offset,
+        Position::Individual => open.position_etypes,
+    };
+    let view_offset = view_bytes(&open.view, offset_etypes)?;
+    let total = count.checked_mul(memory_type.size()).ok_or(MpiClass::Count)?;
+    if !whole_multiple(total, open.view.etype_bytes) {
+        return Err(MpiClass::Type);
+    }
+    Ok((view_offset, total))
+}
+
 /// Checks and plans an access of `count` instances of `memory_type` at
 /// `buffer` (see [`transfer`]); moves nothing and leaves the pointer alone.
 ///
@@ -528,22 +562,8 @@ pub(crate) unsafe fn prepare(
     memory_type: &Dataloop,
 ) -> MpiResult<Prepared> {
     let open = snapshot(id)?;
-    if write && open.amode & amode::RDONLY != 0 {
-        return Err(MpiClass::ReadOnly);
-    }
-    if !write && open.amode & amode::WRONLY != 0 {
-        return Err(MpiClass::Access);
-    }
-    let offset_etypes = match at {
-        Position::Explicit(offset) => offset,
-        Position::Individual => open.position_etypes,
-    };
-    let view_offset = view_bytes(&open.view, offset_etypes)?;
+    let (view_offset, total) = access_bytes(&open, write, at, count, memory_type)?;
     let plan = memory_plan(memory_type, count)?;
-    let total = count.checked_mul(memory_type.size()).ok_or(MpiClass::Count)?;
-    if !whole_multiple(total, open.view.etype_bytes) {
-        return Err(MpiClass::Type);
-    }
     let base =
         if total == 0 { buffer as usize } else { (buffer as usize).wrapping_add_signed(plan.start_offset as isize) };
     Ok(Prepared {
@@ -769,27 +789,25 @@ pub(crate) unsafe fn scatter(p: &Prepared, stream_from: u64, data: &[u8]) -> Mpi
     cursor.set_end(end).map_err(|_| MpiClass::Type)?;
     cursor.seek(stream_from).map_err(|_| MpiClass::Type)?;
     let mut done = 0usize;
-    let mut batch: Vec<Region> = Vec::new();
-    loop {
-        batch.clear();
-        if cursor.next_batch(BatchLimits::regions(SCAN_REGIONS_PER_BATCH), &mut batch) == 0 {
-            return Ok(());
+    let flow = for_each_region(&mut cursor, |region| {
+        let length = region.length as usize;
+        if region.offset as usize + length > p.span_bytes || done + length > data.len() {
+            return ControlFlow::Break(MpiClass::Intern);
         }
-        for region in &batch {
-            let length = region.length as usize;
-            if region.offset as usize + length > p.span_bytes || done + length > data.len() {
-                return Err(MpiClass::Intern);
-            }
-            // SAFETY: the region lies in the memory span (checked above).
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    data.as_ptr().add(done),
-                    (p.base as *mut u8).add(region.offset as usize),
-                    length,
-                )
-            };
-            done += length;
-        }
+        // SAFETY: the region lies in the memory span (checked above).
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr().add(done),
+                (p.base as *mut u8).add(region.offset as usize),
+                length,
+            )
+        };
+        done += length;
+        ControlFlow::Continue(())
+    });
+    match flow {
+        ControlFlow::Break(class) => Err(class),
+        ControlFlow::Continue(()) => Ok(()),
     }
 }
 

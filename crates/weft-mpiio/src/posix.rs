@@ -20,7 +20,6 @@ use std::os::fd::FromRawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use weft_client::BlockingClient;
-use weft_proto::message::ObjectKind;
 use weft_proto::ErrorCode;
 
 use crate::runtime::client;
@@ -177,15 +176,7 @@ pub unsafe extern "C" fn weft_mpiio_posix_stat(path: *const c_char, follow: c_in
         }
         let client = weft()?;
         let stat = if follow != 0 { client.stat(path) } else { client.lstat(path) }.map_err(errno_of)?;
-        let kind = match stat.kind {
-            ObjectKind::Directory => libc::S_IFDIR,
-            ObjectKind::Symlink => libc::S_IFLNK,
-            ObjectKind::Fifo => libc::S_IFIFO,
-            ObjectKind::Socket => libc::S_IFSOCK,
-            ObjectKind::BlockDevice => libc::S_IFBLK,
-            ObjectKind::CharDevice => libc::S_IFCHR,
-            ObjectKind::Metafile | ObjectKind::Datafile => libc::S_IFREG,
-        };
+        let kind = weft_client::unix::type_bits(stat.kind);
         let posix = PosixStat {
             mode: kind | (stat.mode & 0o7777),
             uid: stat.uid,
@@ -329,16 +320,7 @@ pub unsafe extern "C" fn weft_mpiio_posix_readdir(
         let entries = weft()?.readdir(path).map_err(errno_of)?;
         let mut packed = Vec::new();
         for entry in &entries {
-            let kind = match entry.kind {
-                ObjectKind::Directory => libc::DT_DIR,
-                ObjectKind::Symlink => libc::DT_LNK,
-                ObjectKind::Metafile | ObjectKind::Datafile => libc::DT_REG,
-                ObjectKind::Fifo => libc::DT_FIFO,
-                ObjectKind::Socket => libc::DT_SOCK,
-                ObjectKind::BlockDevice => libc::DT_BLK,
-                ObjectKind::CharDevice => libc::DT_CHR,
-            };
-            packed.push(kind);
+            packed.push(weft_client::unix::dirent_type(entry.kind));
             packed.extend_from_slice(&entry.handle.0.to_ne_bytes());
             packed.extend_from_slice(entry.name.as_bytes());
             packed.push(0);

@@ -103,10 +103,10 @@ fn fortran(flavour: Flavour) {
     let _one_at_a_time = exclusive();
     let mpifh = fortran_program(flavour, "fortran_io.F90", "fortran_mpifh", &["-DMPIFH"]);
     let use_mpi = fortran_program(flavour, "fortran_io.F90", "fortran_use_mpi", &[]);
-    let f08 = fortran_program(flavour, "fortran_f08.f90", "fortran_f08", &[]);
+    let f08 = fortran_program(flavour, "fortran_io.F90", "fortran_f08", &["-DF08"]);
     same_as_local(flavour, &mpifh, "fortran_mpifh", "fortran_io OK", &[]);
     same_as_local(flavour, &use_mpi, "fortran_use_mpi", "fortran_io OK", &[]);
-    same_as_local(flavour, &f08, "fortran_f08", "fortran_f08 OK", &[]);
+    same_as_local(flavour, &f08, "fortran_f08", "fortran_io OK", &[]);
 }
 
 #[test]

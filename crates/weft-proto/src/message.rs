@@ -709,6 +709,20 @@ pub enum Request {
         /// The data request.
         request: Box<Request>,
     },
+    /// Takes back the growth of a datafile that a client's write stored
+    /// while the same call failed on another datafile (issue 21): sets the
+    /// local size to `local_size` only if it is now exactly `if_size` (the
+    /// end of that write, so no one has written past it since) and
+    /// `local_size < if_size`; otherwise changes nothing. Replies `Io` with
+    /// the local size afterwards.
+    TrimDatafile {
+        /// Datafile.
+        handle: Handle,
+        /// The local size the trim expects (the failed call's end).
+        if_size: u64,
+        /// New local size.
+        local_size: u64,
+    },
 }
 
 /// What a file's metadata server vouches: uid `uid` may use the file's
@@ -993,6 +1007,7 @@ impl Request {
             Request::SetLayout { .. } => "set_layout",
             Request::SetAttr { .. } => "setattr",
             Request::TruncateDatafile { .. } => "truncate_datafile",
+            Request::TrimDatafile { .. } => "trim_datafile",
             Request::CreateDirent { .. } => "create_dirent",
             Request::RemoveDirent { .. } => "remove_dirent",
             Request::RemoveObject { .. } => "remove_object",
@@ -1091,11 +1106,13 @@ pub enum Reply {
     Replaced(Option<(Handle, ObjectKind)>),
     /// Server status.
     Status(ServerStatus),
-    /// I/O done: bytes moved and the datafile's local size afterwards.
+    /// I/O done: bytes moved and the datafile's local size (afterwards;
+    /// for a contiguous `Write`, before it).
     Io {
         /// Bytes read or written.
         bytes: u64,
-        /// Local datafile size.
+        /// Local datafile size: after the request, except for a contiguous
+        /// `Write`, whose reply gives it as it was before the write.
         local_size: u64,
     },
     /// A server's I/O counters.

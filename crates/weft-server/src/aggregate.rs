@@ -249,18 +249,33 @@ impl Cluster {
 
     /// Every datafile's stat, asked of its server (files without settled stats).
     pub(crate) async fn gather_sizes(self: &Arc<Self>, datafiles: &[Handle]) -> WeftResult<Vec<DatafileStat>> {
-        let mut sizes = BTreeMap::new();
-        for (handles, part) in self.gather(CollectiveOp::DatafileSizes, datafiles).await? {
-            match part {
-                CollectivePart::Sizes(stats) if stats.len() == handles.len() => {
-                    for (handle, stat) in handles.into_iter().zip(stats) {
-                        sizes.insert(handle, stat?);
+        self.gather_each(CollectiveOp::DatafileSizes, datafiles, |part| match part {
+            CollectivePart::Sizes(stats) => Some(stats),
+            _ => None,
+        })
+        .await
+    }
+
+    /// One answer per datafile of a collective whose parts carry one result
+    /// per handle (`answers` picks them out of a part), in `datafiles` order.
+    async fn gather_each<T: Copy>(
+        self: &Arc<Self>,
+        operation: CollectiveOp,
+        datafiles: &[Handle],
+        answers: impl Fn(CollectivePart) -> Option<Vec<WeftResult<T>>>,
+    ) -> WeftResult<Vec<T>> {
+        let mut by_handle = BTreeMap::new();
+        for (handles, part) in self.gather(operation, datafiles).await? {
+            match answers(part) {
+                Some(results) if results.len() == handles.len() => {
+                    for (handle, result) in handles.into_iter().zip(results) {
+                        by_handle.insert(handle, result?);
                     }
                 }
                 _ => return Err(ErrorCode::Protocol),
             }
         }
-        datafiles.iter().map(|h| sizes.get(h).copied().ok_or(ErrorCode::Protocol)).collect()
+        datafiles.iter().map(|h| by_handle.get(h).copied().ok_or(ErrorCode::Protocol)).collect()
     }
 
     /// Aggregate unlink (`expect_directory` not `Some(true)`) or rmdir.
@@ -580,19 +595,11 @@ impl Cluster {
     }
 
     async fn gather_settle(self: &Arc<Self>, datafiles: &[Handle]) -> WeftResult<Vec<SettleStat>> {
-        let parts = self.gather(CollectiveOp::SettleSizes, datafiles).await?;
-        let mut answers = BTreeMap::new();
-        for (handles, part) in parts {
-            match part {
-                CollectivePart::Settle(stats) if stats.len() == handles.len() => {
-                    for (handle, stat) in handles.into_iter().zip(stats) {
-                        answers.insert(handle, stat?);
-                    }
-                }
-                _ => return Err(ErrorCode::Protocol),
-            }
-        }
-        datafiles.iter().map(|h| answers.get(h).copied().ok_or(ErrorCode::Protocol)).collect()
+        self.gather_each(CollectiveOp::SettleSizes, datafiles, |part| match part {
+            CollectivePart::Settle(stats) => Some(stats),
+            _ => None,
+        })
+        .await
     }
 
     /// Every server's status, gathered along the tree (one part per server;

@@ -197,7 +197,10 @@ enum Class<'a> {
     Misplaced,
 }
 
-/// Every request kind's class, in one exhaustive match.
+/// Every request kind's class, in one exhaustive match. Its lists of
+/// request kinds resemble `dispatch::dispatch`'s (a review with `duplicates`
+/// pairs them): both must name every kind with no wildcard, so that a new
+/// kind is decided in both; that is the point.
 fn class(request: &Request) -> Class<'_> {
     match request {
         Request::Hello { .. } | Request::PeerHello { .. } | Request::Authenticate { .. } => Class::Greeting,
@@ -205,7 +208,8 @@ fn class(request: &Request) -> Class<'_> {
         Request::ReadDatatype { access } => Class::Data(access.handle, READ),
         Request::Write { handle, .. }
         | Request::WriteList { handle, .. }
-        | Request::TruncateDatafile { handle, .. } => Class::Data(*handle, WRITE),
+        | Request::TruncateDatafile { handle, .. }
+        | Request::TrimDatafile { handle, .. } => Class::Data(*handle, WRITE),
         Request::WriteDatatype { access, .. } => Class::Data(access.handle, WRITE),
         Request::Capable { .. } => Class::Misplaced,
         // Status, counters, sessions: any authenticated connection.

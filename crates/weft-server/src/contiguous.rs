@@ -4,8 +4,12 @@
 //! Both run under the datafile's shared scheduler entry (truncate and
 //! remove take it exclusively) after checking the datafile record. A write
 //! grants the peer one credit per chunk stored; a read streams data frames.
-//! The reply carries the datafile's local size, fetched with the last (or a
-//! short) chunk so it costs no extra trip to the blocking pool.
+//! A read's reply carries the datafile's local size, fetched with the last
+//! (or a short) chunk so it costs no extra trip to the blocking pool. A
+//! write's reply carries the local size *before* the write (taken under the
+//! same scheduler entry, inline when the datafile is open): a client whose
+//! write to several datafiles failed on some learns from it how far each
+//! stored one grew, and trims that growth back (issue 21).
 //!
 //! Where the I/O runs (measured; see ARCHITECTURE.md, design decisions):
 //! a read first tries the page cache inline on the runtime worker
@@ -56,10 +60,43 @@ pub async fn write(
     check_range(offset, length)?;
     // Refused whole rather than partly stored when the disk lacks room for it (issue 21).
     storage.datafiles.check_space_for(length)?;
-    let _guard = storage.scheduler.shared(handle).await;
+    let guard = storage.scheduler.shared(handle).await;
     let _change = metadata.begin_change(handle).await?;
+    let before = size_now(storage, handle).await?;
+    let mut reached = 0u64;
+    match receive(storage, link, handle, offset, length, &mut reached).await {
+        Ok(()) => Ok(Reply::Io { bytes: length, local_size: before }),
+        Err(code) => {
+            // Stored in part (the disk filled between chunks, say): what
+            // this write grew is taken back, exclusively, and only if the
+            // datafile still ends where it left it.
+            drop(guard);
+            let _exclusive = storage.scheduler.exclusive(handle).await;
+            let storage = storage.clone();
+            let keep = before.max(offset);
+            let _ = tokio::task::spawn_blocking(move || {
+                if reached > keep && storage.datafiles.stat(handle)?.0 == reached {
+                    storage.datafiles.set_len(handle, keep)?;
+                }
+                Ok::<_, ErrorCode>(())
+            })
+            .await;
+            Err(code)
+        }
+    }
+}
+
+/// Receives and stores a write's chunks; `reached` is the furthest local
+/// end stored so far.
+async fn receive(
+    storage: &Arc<Storage>,
+    link: &mut Link,
+    handle: Handle,
+    offset: u64,
+    length: u64,
+    reached: &mut u64,
+) -> WeftResult<()> {
     let mut received = 0u64;
-    let mut local_size = None;
     while received < length {
         let (stream_offset, payload) = link.next_chunk().await?;
         if payload.is_empty() {
@@ -70,24 +107,16 @@ pub async fn write(
             return Err(ErrorCode::Protocol);
         }
         received += payload.len() as u64;
-        let last = received == length;
-        local_size = store_chunk(storage, handle, offset + stream_offset, payload, last).await?;
+        store_chunk(storage, handle, offset + stream_offset, payload).await?;
+        *reached = (*reached).max(offset + end);
         link.grant_credit().await;
     }
-    io_reply(storage, handle, length, local_size).await
+    Ok(())
 }
 
 /// Writes one chunk, inline if small and the datafile is open, else on
-/// the blocking pool; with `then_size`, also returns the datafile's local
-/// size in the same step (the last chunk of a request, saving the reply
-/// its own trip to the pool).
-async fn store_chunk(
-    storage: &Arc<Storage>,
-    handle: Handle,
-    offset: u64,
-    payload: Vec<u8>,
-    then_size: bool,
-) -> WeftResult<Option<u64>> {
+/// the blocking pool.
+async fn store_chunk(storage: &Arc<Storage>, handle: Handle, offset: u64, payload: Vec<u8>) -> WeftResult<()> {
     let end = offset.saturating_add(payload.len() as u64);
     if payload.len() <= inline_write_bytes_max() {
         // Shared: excludes only overlapping sieving read-modify-writes (see
@@ -98,20 +127,14 @@ async fn store_chunk(
         };
         if let Some(stored) = stored {
             storage.counters.syscalls(1);
-            stored?;
-            return if then_size { Ok(Some(size_now(storage, handle).await?)) } else { Ok(None) };
+            return stored;
         }
     }
     let storage = storage.clone();
     tokio::task::spawn_blocking(move || {
         let _range = storage.ranges.lock(handle, offset, end, RangeMode::Shared);
         storage.counters.syscalls(1);
-        storage.datafiles.write_at(handle, offset, &payload)?;
-        if then_size {
-            Ok(Some(storage.datafiles.stat(handle)?.0))
-        } else {
-            Ok(None)
-        }
+        storage.datafiles.write_at(handle, offset, &payload)
     })
     .await
     .map_err(|_| ErrorCode::Io)?

@@ -128,6 +128,7 @@ pub async fn dispatch(service: &Service, request: Request, link: &mut Link) -> R
             metadata.commit(move |w, _| namespace::set_attr(w, &cred, handle, changes, now)).await
         }
         Request::TruncateDatafile { handle, local_size } => metadata.truncate(handle, local_size).await,
+        Request::TrimDatafile { handle, if_size, local_size } => metadata.trim(handle, if_size, local_size).await,
         Request::MarkGrowing { datafiles } => metadata.mark_growing(datafiles).await,
         Request::CreateDirent { cred, parent, name, target, kind } => {
             metadata.here.local(parent)?;
@@ -311,7 +312,8 @@ mod tests {
         let datafile = create_datafile(&h.service).await;
         let first = vec![7u8; 4096];
         let (reply, _) = run(&h.service, write(datafile, 0, 4096), Some(first.clone())).await;
-        assert_eq!(reply, Ok(Reply::Io { bytes: 4096, local_size: 4096 }));
+        // A write's reply gives the local size before it.
+        assert_eq!(reply, Ok(Reply::Io { bytes: 4096, local_size: 0 }));
 
         for (armed, code) in [(ARMED_NO_SPACE, ErrorCode::NoSpace), (ARMED_IO, ErrorCode::Io)] {
             h.armed.store(armed, Ordering::SeqCst);
@@ -331,7 +333,11 @@ mod tests {
         assert_eq!(data, first);
         // And the datafile takes writes again.
         let (reply, _) = run(&h.service, write(datafile, 4096, 4096), Some(vec![9u8; 4096])).await;
-        assert_eq!(reply, Ok(Reply::Io { bytes: 4096, local_size: 8192 }));
+        assert_eq!(reply, Ok(Reply::Io { bytes: 4096, local_size: 4096 }));
+        // A trim takes effect only at the size it expects.
+        let trim = |if_size, local_size| Request::TrimDatafile { handle: datafile, if_size, local_size };
+        assert_eq!(run(&h.service, trim(9000, 4096), None).await.0, Ok(Reply::Io { bytes: 0, local_size: 8192 }));
+        assert_eq!(run(&h.service, trim(8192, 4096), None).await.0, Ok(Reply::Io { bytes: 0, local_size: 4096 }));
     }
 
     #[tokio::test]

@@ -280,6 +280,26 @@ impl Metadata {
         Ok(Reply::Io { bytes: 0, local_size })
     }
 
+    /// `TrimDatafile`: shrinks to `local_size` only if the local size is
+    /// exactly `if_size`, under the datafile's exclusive scheduler entry
+    /// (no write runs meanwhile).
+    pub(crate) async fn trim(&self, handle: Handle, if_size: u64, local_size: u64) -> ReplyResult {
+        let _guard = self.storage.scheduler.exclusive(handle).await;
+        let _change = self.begin_change(handle).await?;
+        let storage = self.storage.clone();
+        let after = tokio::task::spawn_blocking(move || {
+            let (size, _) = storage.datafiles.stat(handle)?;
+            if size == if_size && local_size < if_size {
+                storage.datafiles.set_len(handle, local_size)?;
+                return Ok(local_size);
+            }
+            Ok::<_, ErrorCode>(size)
+        })
+        .await
+        .map_err(|_| ErrorCode::Io)??;
+        Ok(Reply::Io { bytes: 0, local_size: after })
+    }
+
     pub(crate) async fn remove_object(&self, handle: Handle) -> ReplyResult {
         self.here.local(handle)?;
         let _guard = self.storage.scheduler.exclusive(handle).await;

@@ -24,6 +24,15 @@ pub(crate) fn load_dir(w: &Writer<'_>, handle: Handle) -> WeftResult<ObjectRecor
     Ok(record)
 }
 
+/// The directory `parent`, for a change of its entry `name` by `cred`:
+/// the name valid, the directory there, and `cred` allowed to change it.
+fn dir_to_change(w: &Writer<'_>, cred: &Credentials, parent: Handle, name: &str) -> WeftResult<ObjectRecord> {
+    message::validate_name(name)?;
+    let dir = load_dir(w, parent)?;
+    perm::check(cred, &dir, WRITE | EXEC)?;
+    Ok(dir)
+}
+
 /// Creates the root directory if this server holds target 0 and it is missing.
 pub fn ensure_root(w: &Writer<'_>, now: TimeNs) -> ReplyResult {
     if !w.exists(Handle::ROOT)? {
@@ -201,9 +210,7 @@ pub fn create_dirent(
     kind: ObjectKind,
     now: TimeNs,
 ) -> ReplyResult {
-    message::validate_name(name)?;
-    let mut dir = load_dir(w, parent)?;
-    perm::check(cred, &dir, WRITE | EXEC)?;
+    let mut dir = dir_to_change(w, cred, parent, name)?;
     if w.dirent(parent, name)?.is_some() {
         return Err(ErrorCode::Exists);
     }
@@ -246,9 +253,7 @@ pub fn remove_dirent(
     expect_directory: Option<bool>,
     now: TimeNs,
 ) -> ReplyResult {
-    message::validate_name(name)?;
-    let mut dir = load_dir(w, parent)?;
-    perm::check(cred, &dir, WRITE | EXEC)?;
+    let mut dir = dir_to_change(w, cred, parent, name)?;
     let (sequence, handle, kind) = w.dirent(parent, name)?.ok_or(ErrorCode::NoEntry)?;
     check_expected_kind(kind, expect_directory)?;
     w.delete_dirent(parent, name, sequence)?;
@@ -269,9 +274,7 @@ pub fn replace_dirent(
     kind: ObjectKind,
     now: TimeNs,
 ) -> ReplyResult {
-    message::validate_name(name)?;
-    let mut dir = load_dir(w, parent)?;
-    perm::check(cred, &dir, WRITE | EXEC)?;
+    let mut dir = dir_to_change(w, cred, parent, name)?;
     let existing = w.dirent(parent, name)?;
     if let Some((_, old, old_kind)) = existing {
         check_replace(kind, old_kind)?;

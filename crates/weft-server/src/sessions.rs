@@ -351,7 +351,9 @@ impl Sessions {
             Acquire::Wait { file, lock_id, receiver } => (file, lock_id, receiver),
         };
         let deadline = tokio::time::Instant::now() + wait;
-        // Bounded: one iteration per sweep period until the deadline.
+        // Bounded: one iteration per sweep period until the deadline. (The
+        // data servers' locks wait the same way, `locks::Dlm::acquire`;
+        // each tick does its own table's work, so the loops stay apart.)
         loop {
             let tick = (tokio::time::Instant::now() + SWEEP_PERIOD).min(deadline);
             tokio::select! {

@@ -154,7 +154,10 @@ fn tiles(group: &[Piece], lo: u64, hi: u64) -> bool {
     next == hi
 }
 
-/// Stores the pieces of one batch from `packed`.
+/// Stores the pieces of one batch from `packed`. The mirror of
+/// [`read_pieces`] (a review with `duplicates` pairs them): a write also
+/// takes range locks and sieves with a read-modify-write, so the two loops
+/// differ in more than the copy direction and stay apart.
 pub fn write_pieces(
     datafiles: &Datafiles,
     handle: Handle,

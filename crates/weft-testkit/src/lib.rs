@@ -14,6 +14,12 @@
 //! binary would test old code, so they fail with the file that is newer.
 #![warn(missing_docs)]
 
+mod fsck;
+mod helper;
+
+pub use fsck::{fsck, FsckReport};
+pub use helper::HelperProcess;
+
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

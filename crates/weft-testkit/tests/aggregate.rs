@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use weft_client::{BlockingClient, ClientOptions, CreateOptions, ErrorCode};
 use weft_proto::message::{CollectiveGroup, CollectiveOp, CollectivePart, Reply, Request};
 use weft_proto::Handle;
-use weft_testkit::{Cluster, ClusterOptions};
+use weft_testkit::{fsck, Cluster, ClusterOptions, FsckReport};
 
 fn requests(c: &BlockingClient, f: &dyn Fn()) -> u64 {
     let before = c.counters();
@@ -294,7 +294,7 @@ fn killed_server_during_creates_never_issues_a_handle_twice() {
     let unique: BTreeSet<Handle> = handles.iter().copied().collect();
     assert_eq!(unique.len(), handles.len(), "a datafile handle was issued twice");
     // Nothing leaked either: reservations made before a crash were adopted.
-    let (problems, report) = fsck(&cluster, false);
+    let FsckReport { problems, stdout: report } = fsck(&cluster, false);
     assert_eq!(problems, 0, "{report}");
 }
 
@@ -331,19 +331,6 @@ fn data_server_down_create_skips_it_and_remove_reclaims_later() {
     }
 }
 
-fn fsck(cluster: &Cluster, repair: bool) -> (u64, String) {
-    let mut command = std::process::Command::new(weft_testkit::weft_bin());
-    command.arg("fsck").arg("--json").arg("--config").arg(&cluster.config_path);
-    if repair {
-        command.arg("--repair");
-    }
-    let output = command.output().expect("run weft fsck");
-    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-    assert!(output.status.success(), "fsck failed: {stdout} {}", String::from_utf8_lossy(&output.stderr));
-    let summary: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
-    (summary["problems"].as_u64().unwrap(), stdout)
-}
-
 #[test]
 fn fsck_is_clean_after_aggregate_work_and_finds_client_driven_orphans() {
     let cluster = Cluster::start(ClusterOptions { servers: 4, ..Default::default() });
@@ -358,7 +345,7 @@ fn fsck_is_clean_after_aggregate_work_and_finds_client_driven_orphans() {
     c.mkdir("/w/sub", 0o755).unwrap();
     c.rename("/w/f150", "/w/sub/moved").unwrap();
     c.rename("/w/f151", "/w/f152").unwrap();
-    let (problems, report) = fsck(&cluster, false);
+    let FsckReport { problems, stdout: report } = fsck(&cluster, false);
     assert_eq!(problems, 0, "{report}");
     // What a client-driven create that died after its first phase leaves.
     let request = Request::CreateObject {
@@ -368,11 +355,23 @@ fn fsck_is_clean_after_aggregate_work_and_finds_client_driven_orphans() {
         object: weft_proto::message::NewObject::Datafile,
     };
     let Reply::Handle(orphan) = c.block_on(c.client().call(2, request)).unwrap() else { panic!() };
-    let (problems, report) = fsck(&cluster, false);
+    let FsckReport { problems, stdout: report } = fsck(&cluster, false);
     assert_eq!(problems, 1, "{report}");
     assert!(report.contains(&format!("{}", orphan.0)) || report.contains("Orphan"), "{report}");
-    fsck(&cluster, true);
-    let (problems, report) = fsck(&cluster, false);
+    // The text mode's exit status says so too (the JSON mode's is checked by `fsck`).
+    let text = std::process::Command::new(weft_testkit::weft_bin())
+        .args(["fsck", "--config"])
+        .arg(&cluster.config_path)
+        .output()
+        .expect("run weft fsck");
+    let said = String::from_utf8_lossy(&text.stdout);
+    assert_eq!(text.status.code(), Some(2), "text-mode fsck with a problem: {said}");
+    assert!(said.contains("problems: 1 "), "{said}");
+    // Repairing: the run that repairs still found a problem (exit 2); the next is clean (exit 0).
+    let repaired = fsck(&cluster, true);
+    assert_eq!(repaired.problems, 1, "{}", repaired.stdout);
+    assert!(repaired.stdout.contains("\"repaired\":true"), "{}", repaired.stdout);
+    let FsckReport { problems, stdout: report } = fsck(&cluster, false);
     assert_eq!(problems, 0, "{report}");
 }
 
@@ -448,7 +447,7 @@ fn killed_clients_leave_nothing_for_fsck() {
     assert!(!c.readdir("/churn").unwrap().is_empty(), "the killed clients did some work");
     // Removed files' datafiles may still be queued for reclaim: fsck knows
     // the queue, so a busy file system is reported clean.
-    let (problems, report) = fsck(&cluster, false);
+    let FsckReport { problems, stdout: report } = fsck(&cluster, false);
     assert_eq!(problems, 0, "seed {seed}: {report}");
 }
 

@@ -7,14 +7,12 @@
 //!
 //! No assertion is on elapsed time; every wait is bounded.
 
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
 use std::time::Duration;
 
 use weft_client::noncontig::FileAccess;
 use weft_client::{BlockingClient, CreateOptions, ErrorCode, LockMethod, LockProtocol, Locker};
 use weft_dataloop::{Dataloop, Region};
-use weft_testkit::{command_dying_with_parent, Cluster, ClusterOptions};
+use weft_testkit::{Cluster, ClusterOptions, HelperProcess};
 
 fn new_file(client: &BlockingClient, path: &str) -> weft_client::File {
     client.create(path, CreateOptions::default()).unwrap_or_else(|e| panic!("create {path}: {e:?}"))
@@ -161,18 +159,11 @@ fn a_killed_lock_holders_locks_are_released_after_its_lease() {
     let cluster = Cluster::start(ClusterOptions { servers: 2, strip_bytes: 64, ..Default::default() });
     let b = cluster.client();
     let file = new_file(&b, "/killed");
-    let mut helper = command_dying_with_parent(&std::env::current_exe().expect("test binary"))
-        .args(["--exact", "helper_dlm_holder", "--ignored", "--nocapture", "--test-threads=1"])
-        .env("WEFT_DLM_HELPER_CONFIG", &cluster.config_path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn helper");
-    let stdout = helper.stdout.take().expect("helper stdout");
-    let mut helper = KillOnDrop(helper);
-    let mut lines = BufReader::new(stdout).lines();
-    let locked = lines.by_ref().take(50).any(|line| line.map(|l| l.contains("locked")).unwrap_or(false));
-    assert!(locked, "helper did not take its lock");
+    let mut helper = HelperProcess::start(
+        "helper_dlm_holder",
+        ("WEFT_DLM_HELPER_CONFIG", cluster.config_path.as_os_str()),
+        "locked",
+    );
     let regions = [Region { offset: 100, length: 1 }];
     let method = LockMethod::Posix;
     // Alive and renewing past several leases: a nonblocking try gets nothing.
@@ -257,20 +248,4 @@ fn a_write_under_an_expired_lock_is_refused() {
     // Another owner can take the same bytes.
     let other = lock(Locker::new(0));
     a.block_on(a.client().unlock_access(other)).unwrap();
-}
-
-/// A child process killed and reaped when dropped.
-struct KillOnDrop(std::process::Child);
-
-impl KillOnDrop {
-    fn stop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        self.stop();
-    }
 }

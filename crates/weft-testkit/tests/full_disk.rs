@@ -75,15 +75,12 @@ fn fill(c: &BlockingClient, first_seed: u64) -> (Vec<u64>, Option<String>) {
             (_, None) => complete.push(seed),
             (written, Some(code)) => {
                 assert_eq!(code, ErrorCode::NoSpace, "the writer of a full disk gets ENOSPC");
-                // What was acknowledged reads back; the size covers it and
-                // at most the refused call (a file striped over two servers:
-                // one server may have stored its part of that call).
+                // What was acknowledged reads back, and the size is exactly
+                // that (a file striped over two servers: when one server
+                // stored its part of the refused call, its growth was taken back).
                 check_prefix(c, &path, seed, written);
                 let size = c.stat(&path).expect("stat the partial file").size;
-                assert!(
-                    size >= written && size <= written + CHUNK_BYTES,
-                    "{path}: size {size}, acknowledged {written}"
-                );
+                assert_eq!(size, written, "{path}: the size is what was acknowledged");
                 return (complete, Some(path));
             }
         }
@@ -132,18 +129,11 @@ fn remove_and_wait_for_space(cluster: &Cluster, c: &BlockingClient, seeds: &[u64
     }
 }
 
+/// Asserts fsck is clean (and exits 0, checked by the testkit).
 fn fsck_problems(cluster: &Cluster) -> u64 {
-    let output = Command::new(weft_testkit::weft_bin())
-        .args(["fsck", "--json", "--config"])
-        .arg(&cluster.config_path)
-        .output()
-        .expect("run weft fsck");
-    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-    assert!(output.status.success(), "fsck failed: {stdout} {}", String::from_utf8_lossy(&output.stderr));
-    let summary: serde_json::Value = serde_json::from_str(stdout.lines().last().expect("summary")).expect("json");
-    let problems = summary["problems"].as_u64().expect("problems");
-    assert_eq!(problems, 0, "fsck: {stdout}");
-    problems
+    let report = weft_testkit::fsck(cluster, false);
+    assert_eq!(report.problems, 0, "fsck: {}", report.stdout);
+    report.problems
 }
 
 /// Runs `weft ARGS --config CFG`; returns success and stdout + stderr.
@@ -326,5 +316,60 @@ fn a_write_that_hits_enospc_keeps_what_it_acknowledged() {
     written += CHUNK_BYTES;
     assert_eq!(c.stat("/one").expect("stat").size, written);
     check_prefix(&c, "/one", 5, written);
+    fsck_problems(&cluster);
+}
+
+/// A call spread over two servers that fails on one of them (issue 21,
+/// item 2). A file with 4 MiB strips over two datafiles holds 4 MiB - 64
+/// KiB, all on the first. With the disk full but for 1-2 MiB, a call
+/// appending 64 KiB + 3 MiB puts 64 KiB on the first datafile (admitted)
+/// and 3 MiB on the second (refused whole): the call answers `NoSpace`, the
+/// first server's part, stored past the old end, is taken back, so the
+/// size is still 4 MiB - 64 KiB and every old byte reads back.
+#[test]
+fn a_call_refused_on_one_of_two_servers_leaves_the_size_acknowledged() {
+    let disk = Tmpfs::mount(48 << 20);
+    let cluster = start(&disk.path);
+    let c = cluster.client();
+    let strip = 4u64 << 20;
+    let two = CreateOptions { stripe_count: Some(2), strip_bytes: Some(strip), ..Default::default() };
+    let file = c.create("/two", two).expect("create");
+    let old_size = strip - (64 << 10);
+    c.write_at(&file, 0, &content(3, 0, old_size as usize)).expect("write the first datafile's part");
+    let one_stripe = || CreateOptions { stripe_count: Some(1), ..Default::default() };
+    let spare = c.create("/spare", one_stripe()).expect("create");
+    c.write_at(&spare, 0, &content(9, 0, CHUNK_BYTES as usize)).expect("write the spare file");
+    // Fill the rest in 1 MiB calls: less than 1 MiB stays admissible.
+    let filler = c.create("/filler", one_stripe()).expect("create");
+    let mut filled = 0u64;
+    while c.write_at(&filler, filled, &content(4, filled, CHUNK_BYTES as usize)).is_ok() {
+        filled += CHUNK_BYTES;
+        assert!(filled < 48 << 20, "the disk never filled");
+    }
+    // Free the spare 1 MiB: between 1 and 2 MiB admissible.
+    c.unlink("/spare").expect("remove on a full disk");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.statfs().expect("statfs").bytes_free < CHUNK_BYTES {
+        assert!(Instant::now() < deadline, "the spare file's space never came back\n{}", notable(&cluster));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let call = content(3, old_size, (64 << 10) + 3 * CHUNK_BYTES as usize);
+    assert_eq!(c.write_at(&file, old_size, &call), Err(ErrorCode::NoSpace), "the second server refuses its part");
+    assert_eq!(c.stat("/two").expect("stat").size, old_size, "the size is what was acknowledged");
+    check_prefix(&c, "/two", 3, old_size);
+    // The first server did store its part (and gave the growth back): the
+    // file's first datafile ends where it did.
+    let mut past = vec![0u8; 64 << 10];
+    assert_eq!(c.read_at(&file, old_size, &mut past).expect("read past the end"), 0);
+    // And after freeing the filler the same call succeeds whole.
+    c.unlink("/filler").expect("remove the filler");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.statfs().expect("statfs").bytes_free < 8 * CHUNK_BYTES {
+        assert!(Instant::now() < deadline, "the filler's space never came back\n{}", notable(&cluster));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    c.write_at(&file, old_size, &call).expect("the call fits now");
+    assert_eq!(c.stat("/two").expect("stat").size, old_size + call.len() as u64);
+    check_prefix(&c, "/two", 3, old_size + call.len() as u64);
     fsck_problems(&cluster);
 }

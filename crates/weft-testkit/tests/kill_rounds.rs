@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use weft_client::{CreateOptions, ErrorCode};
-use weft_testkit::{Cluster, ClusterOptions};
+use weft_testkit::{fsck, Cluster, ClusterOptions, FsckReport};
 
 const SERVERS: u32 = 3;
 const WORKERS: u64 = 3;
@@ -42,20 +42,6 @@ type Known = BTreeMap<String, Option<u64>>;
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-fn fsck_problems(cluster: &Cluster) -> (u64, String) {
-    let output = std::process::Command::new(weft_testkit::weft_bin())
-        .arg("fsck")
-        .arg("--json")
-        .arg("--config")
-        .arg(&cluster.config_path)
-        .output()
-        .expect("run weft fsck");
-    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-    assert!(output.status.success(), "fsck failed: {stdout} {}", String::from_utf8_lossy(&output.stderr));
-    let summary: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
-    (summary["problems"].as_u64().unwrap(), stdout)
 }
 
 /// One worker's load until `killed`: acknowledged outcomes go to `known`.
@@ -168,7 +154,7 @@ fn sigkill_a_random_server_under_mixed_load() {
         cluster.restart(victim);
         total_acked += acked.load(Ordering::SeqCst);
         verify(&cluster, &known.lock().unwrap(), round);
-        let (problems, report) = fsck_problems(&cluster);
+        let FsckReport { problems, stdout: report } = fsck(&cluster, false);
         assert_eq!(problems, 0, "round {round}: fsck after killing server {victim}:\n{report}");
     }
     let known = known.into_inner().unwrap();

@@ -7,12 +7,10 @@
 //! seconds in the direction that the server guarantees (a session unused
 //! for longer than its lease is gone), and every wait is bounded.
 
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
 use std::time::Duration;
 
 use weft_client::{BlockingClient, CreateOptions, ErrorCode, LockMode, Session};
-use weft_testkit::{command_dying_with_parent, Cluster, ClusterOptions};
+use weft_testkit::{Cluster, ClusterOptions, HelperProcess};
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -239,19 +237,11 @@ fn locks_of_a_killed_client_are_released() {
     let cluster = Cluster::start(ClusterOptions { servers: 2, ..Default::default() });
     let b = cluster.client();
     let file = new_file(&b, "/killed");
-    let mut helper = command_dying_with_parent(&std::env::current_exe().expect("test binary"))
-        .args(["--exact", "helper_lock_holder", "--ignored", "--nocapture", "--test-threads=1"])
-        .env("WEFT_SESSIONS_HELPER_CONFIG", &cluster.config_path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn helper");
-    let stdout = helper.stdout.take().expect("helper stdout");
-    // Killed also when an assertion below fails.
-    let mut helper = KillOnDrop(helper);
-    let mut lines = BufReader::new(stdout).lines();
-    let locked = lines.by_ref().take(50).any(|line| line.map(|l| l.contains("locked")).unwrap_or(false));
-    assert!(locked, "helper did not take its lock");
+    let mut helper = HelperProcess::start(
+        "helper_lock_holder",
+        ("WEFT_SESSIONS_HELPER_CONFIG", cluster.config_path.as_os_str()),
+        "locked",
+    );
     let sb = b.session_open(file.handle, Duration::ZERO).unwrap();
     // Alive (kept alive past several leases): its lock holds.
     std::thread::sleep(Duration::from_millis(2500));
@@ -315,20 +305,4 @@ fn bad_input_gets_clear_errors_and_restart_forgets_sessions() {
     assert_ne!(fresh.id, session.id);
     assert_eq!(after.pointer_get(&fresh).unwrap(), 0);
     assert!(after.stat("/bad").is_ok(), "server keeps serving");
-}
-
-/// A child process killed and reaped when dropped.
-struct KillOnDrop(std::process::Child);
-
-impl KillOnDrop {
-    fn stop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        self.stop();
-    }
 }

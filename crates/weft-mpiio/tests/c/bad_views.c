@@ -17,20 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int rank, failures = 0;
-
-static void expect_class(int rc, int expected, const char *what) {
-    int class = -1;
-    MPI_Error_class(rc, &class);
-    if (class != expected) {
-        char got[MPI_MAX_ERROR_STRING], want[MPI_MAX_ERROR_STRING];
-        int l;
-        MPI_Error_string(class, got, &l);
-        MPI_Error_string(expected, want, &l);
-        fprintf(stderr, "rank %d: %s: got class %d (%s), expected %d (%s)\n", rank, what, class, got, expected, want);
-        failures++;
-    }
-}
+#include "check.h"
 
 static MPI_Datatype hindexed_ints(int n, const int *blocklens, const MPI_Aint *displs) {
     MPI_Datatype t;
@@ -167,9 +154,5 @@ int main(int argc, char **argv) {
         MPI_File_close(&etype_fh[k]);
         MPI_Type_free(&bad_etypes[k]);
     }
-    int total = 0;
-    MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (rank == 0 && total == 0) printf("bad_views OK\n");
-    MPI_Finalize();
-    return total ? 1 : 0;
+    return finish("bad_views");
 }

@@ -5,20 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int rank, failures = 0;
-
-static void expect_class(int rc, int expected, const char *what) {
-    int class = -1;
-    MPI_Error_class(rc, &class);
-    if (class != expected) {
-        char got[MPI_MAX_ERROR_STRING], want[MPI_MAX_ERROR_STRING];
-        int l;
-        MPI_Error_string(class, got, &l);
-        MPI_Error_string(expected, want, &l);
-        fprintf(stderr, "rank %d: %s: got class %d (%s), expected %d (%s)\n", rank, what, class, got, expected, want);
-        failures++;
-    }
-}
+#include "check.h"
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
@@ -113,9 +100,5 @@ int main(int argc, char **argv) {
     expect_class(MPI_File_write_at(fh, rank * 16, buf, 4, MPI_INT, MPI_STATUS_IGNORE), MPI_SUCCESS, "write striped");
     expect_class(MPI_File_close(&fh), MPI_SUCCESS, "close striped");
 
-    int total = 0;
-    MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (rank == 0) printf(total == 0 ? "errors OK\n" : "errors FAILED (%d)\n", total);
-    MPI_Finalize();
-    return total == 0 ? 0 : 1;
+    return finish("errors");
 }

@@ -27,14 +27,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
+
 #define INTS 16
 #define RECORDS 8
 #define DOUBLES 8
 /* The layout has room for this many ranks, whatever the job's size, so
  * that a file written by 4 ranks is read by 2. */
 #define SLOTS 4
-
-static int rank, nprocs, failures = 0;
 
 typedef struct {
     int i;
@@ -282,9 +282,5 @@ int main(int argc, char **argv) {
     MPI_Type_free(&rec);
     MPI_Type_free(&vec);
     MPI_Type_free(&filetype);
-    int total = 0;
-    MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (rank == 0 && total == 0) printf("external32 OK\n");
-    MPI_Finalize();
-    return total ? 1 : 0;
+    return finish("external32");
 }

@@ -1,11 +1,15 @@
 ! A Fortran program with a view and a collective write, then a collective
-! read back, through the mpif.h interface (-DMPIFH) or `use mpi` (default).
+! read back, through the mpif.h interface (-DMPIFH), `use mpi_f08` (-DF08)
+! or `use mpi` (default): one source, the three bindings' handle types
+! chosen below (every call passes ierr, which mpi_f08 takes as optional).
 ! OpenMPI's Fortran bindings call PMPI_File_open, PMPI_File_c2f/f2c and the
 ! other PMPI_File_* functions. Run on a weft: name and on a local name; the
 ! Rust test compares the files' bytes.
 ! usage: fortran_io PATH
 program fortran_io
-#ifndef MPIFH
+#if defined(F08)
+  use mpi_f08
+#elif !defined(MPIFH)
   use mpi
 #endif
   implicit none
@@ -13,8 +17,15 @@ program fortran_io
   include 'mpif.h'
 #endif
   integer, parameter :: block = 50, rounds = 6
-  integer :: ierr, rank, nprocs, fh, contig, filetype, i, failures, total
+  integer :: ierr, rank, nprocs, i, failures, total
+#ifdef F08
+  type(MPI_File) :: fh
+  type(MPI_Datatype) :: contig, filetype
+  type(MPI_Status) :: status
+#else
+  integer :: fh, contig, filetype
   integer :: status(MPI_STATUS_SIZE)
+#endif
   integer(kind=MPI_OFFSET_KIND) :: disp, size
   integer(kind=MPI_ADDRESS_KIND) :: lb, extent
   integer :: outbuf(block * rounds), inbuf(block * rounds)

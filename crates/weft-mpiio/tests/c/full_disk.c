@@ -19,37 +19,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
+
 #define BLOCK (1 << 20)
 #define BLOCKS_MAX 4096
-
-static int rank, nprocs, failures;
-
-#define CHECK(cond, ...)                                                            \
-    do {                                                                            \
-        if (!(cond)) {                                                              \
-            fprintf(stderr, "rank %d: check failed at line %d: ", rank, __LINE__);  \
-            fprintf(stderr, __VA_ARGS__);                                           \
-            fprintf(stderr, "\n");                                                  \
-            failures++;                                                             \
-        }                                                                           \
-    } while (0)
-
-static int class_of(int rc) {
-    int class = -1;
-    MPI_Error_class(rc, &class);
-    return class;
-}
-
-static void expect_no_space(int rc, const char *what) {
-    int class = class_of(rc);
-    if (class != MPI_ERR_NO_SPACE) {
-        char text[MPI_MAX_ERROR_STRING];
-        int len = 0;
-        MPI_Error_string(rc, text, &len);
-        CHECK(0, "%s on a full disk: class %d (%s), expected MPI_ERR_NO_SPACE (%d)", what, class, text,
-              MPI_ERR_NO_SPACE);
-    }
-}
 
 static unsigned char byte_at(MPI_Offset offset) {
     return (unsigned char)((offset * 2654435761u) >> 7);
@@ -89,7 +62,7 @@ int main(int argc, char **argv) {
         if (rc != MPI_SUCCESS) break;
     }
     CHECK(rc != MPI_SUCCESS, "the disk never filled (%ld blocks)", done);
-    expect_no_space(rc, "MPI_File_write_at");
+    expect_class(rc, MPI_ERR_NO_SPACE, "MPI_File_write_at");
     for (long k = 0; k < done; k++) {
         MPI_Offset offset = ((MPI_Offset)k * nprocs + rank) * BLOCK;
         MPI_Status status;
@@ -103,7 +76,7 @@ int main(int argc, char **argv) {
     MPI_Offset offset = ((MPI_Offset)(most + 1) * nprocs + rank) * BLOCK;
     fill(buf, offset);
     rc = MPI_File_write_at_all(fh, offset, buf, BLOCK, MPI_BYTE, MPI_STATUS_IGNORE);
-    expect_no_space(rc, "MPI_File_write_at_all");
+    expect_class(rc, MPI_ERR_NO_SPACE, "MPI_File_write_at_all");
     rc = MPI_File_close(&fh);
     CHECK(rc == MPI_SUCCESS, "close on a full disk");
     MPI_Barrier(MPI_COMM_WORLD);

@@ -18,20 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int rank, nprocs, failures = 0;
-
-static void expect_class(int rc, int expected, const char *what) {
-    int class = -1;
-    MPI_Error_class(rc, &class);
-    if (class != expected) {
-        char got[MPI_MAX_ERROR_STRING], want[MPI_MAX_ERROR_STRING];
-        int l;
-        MPI_Error_string(class, got, &l);
-        MPI_Error_string(expected, want, &l);
-        fprintf(stderr, "rank %d: %s: got class %d (%s), expected %d (%s)\n", rank, what, class, got, expected, want);
-        failures++;
-    }
-}
+#include "check.h"
 
 static void expect_int(int got, int want, const char *what) {
     if (got != want) { fprintf(stderr, "rank %d: %s: %d, expected %d\n", rank, what, got, want); failures++; }
@@ -111,9 +98,5 @@ int main(int argc, char **argv) {
     expect_class(MPI_File_read_all(fh, got, 1, MPI_INT, MPI_STATUS_IGNORE), no, "read_all");
     expect_class(MPI_File_close(&fh), MPI_SUCCESS, "close read");
 
-    int total = 0;
-    MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (rank == 0 && total == 0) printf("sequential OK\n");
-    MPI_Finalize();
-    return total ? 1 : 0;
+    return finish("sequential");
 }

@@ -26,37 +26,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
+
 #define STRIP 65536
 #define STRIPS_PER_RANK 4 /* a rank's block spans STRIPS_PER_RANK servers */
 #define BLOCK (STRIP * STRIPS_PER_RANK)
-
-static int rank, nprocs, failures;
-
-#define CHECK(cond, ...)                                                            \
-    do {                                                                            \
-        if (!(cond)) {                                                              \
-            fprintf(stderr, "rank %d: check failed at line %d: ", rank, __LINE__);  \
-            fprintf(stderr, __VA_ARGS__);                                           \
-            fprintf(stderr, "\n");                                                  \
-            failures++;                                                             \
-        }                                                                           \
-    } while (0)
-
-static int class_of(int rc) {
-    int class = -1;
-    MPI_Error_class(rc, &class);
-    return class;
-}
-
-static void expect_io_error(int rc, const char *what) {
-    int class = class_of(rc);
-    if (class != MPI_ERR_IO) {
-        char text[MPI_MAX_ERROR_STRING];
-        int len = 0;
-        MPI_Error_string(rc, text, &len);
-        CHECK(0, "%s with a server down: class %d (%s), expected MPI_ERR_IO (%d)", what, class, text, MPI_ERR_IO);
-    }
-}
 
 static unsigned char value(long offset, int round) { return (unsigned char)((offset * 13 + round * 101 + 7) & 0xff); }
 
@@ -153,19 +127,19 @@ int main(int argc, char **argv) {
     wait_for(dir, "killed");
 
     /* Every access of WIDE touches the dead server: MPI_ERR_IO, at once. */
-    expect_io_error(MPI_File_read_at(wide, 0, all, (int)whole, MPI_BYTE, MPI_STATUS_IGNORE), "read_at of the whole file");
+    expect_class(MPI_File_read_at(wide, 0, all, (int)whole, MPI_BYTE, MPI_STATUS_IGNORE), MPI_ERR_IO, "read_at of the whole file");
     fill(all, 0, whole, 1);
-    expect_io_error(MPI_File_write_at(wide, 0, all, (int)whole, MPI_BYTE, MPI_STATUS_IGNORE), "write_at of the whole file");
+    expect_class(MPI_File_write_at(wide, 0, all, (int)whole, MPI_BYTE, MPI_STATUS_IGNORE), MPI_ERR_IO, "write_at of the whole file");
     fill(buf, (long)rank * BLOCK, BLOCK, 1);
-    expect_io_error(MPI_File_write_at_all(wide, (MPI_Offset)rank * BLOCK, buf, BLOCK, MPI_BYTE, MPI_STATUS_IGNORE),
+    expect_class(MPI_File_write_at_all(wide, (MPI_Offset)rank * BLOCK, buf, BLOCK, MPI_BYTE, MPI_STATUS_IGNORE), MPI_ERR_IO,
                     "write_at_all of each rank's block");
-    expect_io_error(MPI_File_read_at_all(wide, (MPI_Offset)rank * BLOCK, buf, BLOCK, MPI_BYTE, MPI_STATUS_IGNORE),
+    expect_class(MPI_File_read_at_all(wide, (MPI_Offset)rank * BLOCK, buf, BLOCK, MPI_BYTE, MPI_STATUS_IGNORE), MPI_ERR_IO,
                     "read_at_all of each rank's block");
     /* Nonblocking: the start succeeds or fails, the completion reports it. */
     MPI_Request request = MPI_REQUEST_NULL;
     int rc0 = MPI_File_iread_at(wide, 0, all, (int)whole, MPI_BYTE, &request);
     if (rc0 == MPI_SUCCESS) rc0 = MPI_Wait(&request, MPI_STATUS_IGNORE);
-    expect_io_error(rc0, "iread_at + MPI_Wait of the whole file");
+    expect_class(rc0, MPI_ERR_IO, "iread_at + MPI_Wait of the whole file");
     /* NARROW lives elsewhere: unaffected. */
     CHECK(own_block(narrow, 0, 0, buf) == MPI_SUCCESS, "read narrow with a server down");
     CHECK(own_block(narrow, 1, 2, buf) == MPI_SUCCESS, "write narrow with a server down");
