@@ -471,6 +471,56 @@ mod tests {
         })
     }
 
+    /// Group commit across submitters (connections, clients): everything
+    /// queued while a batch commits shares the next batch, so one log
+    /// append and one fdatasync (each batch with changes takes one log
+    /// sequence number).
+    #[test]
+    fn changes_queued_by_many_submitters_share_one_commit() {
+        const WAITING: usize = 16;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path(), 0).unwrap());
+        let committer = Committer::start(store.clone(), dir.path(), 1 << 20, true, 512).unwrap();
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let sequence = || store.read().unwrap().counter(LOG_SEQUENCE).unwrap();
+        let before = sequence();
+        // The first change holds the committer until the others are queued.
+        let (started, in_first) = std::sync::mpsc::channel::<()>();
+        let (release, gate) = std::sync::mpsc::channel::<()>();
+        let first: Operation = Box::new(move |w, ids| {
+            started.send(()).unwrap();
+            gate.recv().unwrap();
+            put(1, 10)(w, ids)
+        });
+        let submitter = committer.clone();
+        let first = runtime.spawn(async move { submitter.submit(first).await });
+        in_first.recv().unwrap();
+        let waiting: Vec<_> = (0..WAITING as u64)
+            .map(|i| {
+                let submitter = committer.clone();
+                runtime.spawn(async move { submitter.submit(put(100 + i, 10)).await })
+            })
+            .collect();
+        let queued = || committer.queue.max_capacity() - committer.queue.capacity();
+        for _ in 0..10_000 {
+            if queued() == WAITING {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(queued(), WAITING, "the submitters never queued");
+        release.send(()).unwrap();
+        runtime.block_on(first).unwrap().unwrap();
+        for task in waiting {
+            runtime.block_on(task).unwrap().unwrap();
+        }
+        assert_eq!(sequence(), before + 2, "one batch for the first change, one for all that waited");
+        let reader = store.read().unwrap();
+        for id in (100..100 + WAITING as u64).chain([1]) {
+            reader.object(Handle::new(0, id).unwrap()).unwrap();
+        }
+    }
+
     #[test]
     fn a_commit_failing_on_a_full_disk_answers_no_space_and_the_next_one_commits() {
         let disk = Tmpfs::mount(8 << 20);

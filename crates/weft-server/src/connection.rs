@@ -1,10 +1,12 @@
 //! One client (or peer) connection: framing, flow control and admission;
 //! a reader loop and a writer task. What a request means is
-//! [`crate::dispatch`]'s business: each admitted request runs in its own
-//! task, which calls the dispatcher with a [`Link`] to this connection.
+//! [`crate::dispatch`]'s business: each admitted request runs as its own
+//! future (first step inline, then its own task if it waits), which calls
+//! the dispatcher with a [`Link`] to this connection.
 //!
-//! The reader never blocks on a slow request: each request runs in its own
-//! task, bulk chunks of a write go to that request's bounded channel, and
+//! The reader never blocks on a slow request: a request's first step runs
+//! in the reader (most finish there), and one that has to wait continues in
+//! its own task; bulk chunks of a write go to that request's bounded channel, and
 //! the writer task owns the socket's write half, so two peers can never
 //! deadlock both blocked in `write()`.
 //!
@@ -28,6 +30,7 @@
 //! (e.g. failed early) are discarded.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -268,7 +271,18 @@ impl Connection {
             self.uploads.lock().expect("uploads lock").insert(request_id, sender);
             receiver
         });
-        tokio::spawn(task.run(request, frame.payload, chunks));
+        // Most requests (a stat of a quiet file, a cached read, a lookup)
+        // finish without waiting: run the first step here and spawn a task
+        // only for one that has to wait (the spawn and its wake-up cost
+        // more than such a request). Nothing here blocks: a step that would
+        // (the disk, the committer, a peer, a full reply queue, chunks
+        // still to come) returns `Pending` and continues in its own task,
+        // which polls it again with its own waker.
+        let mut running = Box::pin(task.run(request, frame.payload, chunks));
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        if running.as_mut().poll(&mut context).is_pending() {
+            tokio::spawn(running);
+        }
     }
 }
 
@@ -286,14 +300,18 @@ struct RequestTask {
 impl RequestTask {
     async fn run(self, request: Request, first_chunk: Vec<u8>, chunks: Option<mpsc::Receiver<Frame>>) {
         let kind = request.kind_name();
+        let uploading = chunks.is_some();
         let mut link = Link::new(self.request_id, self.outgoing.clone(), first_chunk, chunks);
         let reply = crate::dispatch::dispatch(&self.service, request, &mut link).await;
         drop(link);
-        if let Ok(Reply::Io { bytes, .. }) = &reply {
-            self.service.storage.counters.bytes(kind, *bytes);
+        let bytes = match &reply {
+            Ok(Reply::Io { bytes, .. }) => *bytes,
+            _ => 0,
+        };
+        if uploading {
+            self.uploads.lock().expect("uploads lock").remove(&self.request_id);
         }
-        self.uploads.lock().expect("uploads lock").remove(&self.request_id);
-        self.service.storage.counters.latency(kind, self.arrived.elapsed());
+        self.service.storage.counters.finished(kind, bytes, self.arrived.elapsed());
         // The slot is free before the reply can reach the client, so a
         // client that keeps exactly the limit in flight is never refused.
         self.inflight.fetch_sub(1, Ordering::AcqRel);

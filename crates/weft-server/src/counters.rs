@@ -53,7 +53,16 @@ impl Counters {
 
     /// Records the service time of one request of `kind`.
     pub fn latency(&self, kind: &'static str, elapsed: Duration) {
-        self.kinds.lock().expect("counters lock").entry(kind).or_default().latency[latency_bucket(elapsed)] += 1;
+        self.finished(kind, 0, elapsed);
+    }
+
+    /// Records a finished request of `kind`: the data bytes it moved and
+    /// its service time (one lock, as every request ends here).
+    pub fn finished(&self, kind: &'static str, bytes: u64, elapsed: Duration) {
+        let mut kinds = self.kinds.lock().expect("counters lock");
+        let tally = kinds.entry(kind).or_default();
+        tally.bytes += bytes;
+        tally.latency[latency_bucket(elapsed)] += 1;
     }
 
     /// Counts `n` datafile `pread`/`pwrite` calls.

@@ -134,7 +134,7 @@ pub fn tracked(r: &Reader, record: &ObjectRecord) -> WeftResult<Tracked> {
         _ => None,
     };
     let marks = match settled {
-        Some(_) => datafiles.iter().map(|d| r.handle_row(HandleTable::Growing, *d)).collect::<WeftResult<_>>()?,
+        Some(_) => r.handle_rows_of(HandleTable::Growing, datafiles)?,
         None => Vec::new(),
     };
     Ok(Tracked { settled, marks })

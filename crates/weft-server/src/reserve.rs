@@ -21,6 +21,14 @@
 //! soon as removals have given blocks back. Data writes are also refused
 //! when the file system has fewer free bytes than the write carries, so a
 //! full disk answers ENOSPC before a write changes anything.
+//!
+//! The free-space check does not cost a `statvfs` per write ([`FreeSpace`]):
+//! a measurement is reused for at most [`FREE_SPACE_STALE`], each admitted
+//! write is subtracted from it, and a write is admitted from the cached
+//! figure only while that leaves more than [`FREE_SPACE_LOW_WATER`] free;
+//! otherwise the file system is measured again first, so near a full disk
+//! every write is checked against a fresh measurement (as before) and a
+//! refusal is always backed by one.
 
 use std::fs::File;
 use std::io;
@@ -28,7 +36,8 @@ use std::ops::Bound;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use redb::backends::FileBackend;
 use redb::{BackendError, StorageBackend};
@@ -65,12 +74,45 @@ pub struct Headroom {
     bytes: u64,
     /// The last top-up could not get all its blocks.
     short: AtomicBool,
+    /// The last free-space measurement and what was admitted since.
+    free: Mutex<FreeSpace>,
+}
+
+/// Longest reuse of a free-space measurement by the data-write check.
+pub const FREE_SPACE_STALE: Duration = Duration::from_millis(100);
+
+/// Free bytes that must remain (after the cached figure less what was
+/// admitted since) for a write to be admitted without a fresh measurement.
+/// Other writers of the file system (other servers, other programs) would
+/// have to use this much within [`FREE_SPACE_STALE`] for the cached check to
+/// admit a write a fresh one would refuse (which then fails with ENOSPC
+/// from the kernel, as a write racing the check always could).
+pub const FREE_SPACE_LOW_WATER: u64 = 256 << 20;
+
+/// A cached `statvfs` free figure (see the module documentation).
+#[derive(Debug, Default)]
+pub struct FreeSpace {
+    /// When `free` was measured (`None`: never).
+    measured: Option<Instant>,
+    /// Available bytes at the measurement.
+    free: u64,
+    /// Bytes of writes admitted since the measurement.
+    admitted: u64,
+}
+
+impl FreeSpace {
+    /// Whether a write of `bytes` may be admitted from the cached figure at `now`.
+    fn admits_cached(&self, bytes: u64, now: Instant) -> bool {
+        let fresh = self.measured.is_some_and(|at| now.saturating_duration_since(at) < FREE_SPACE_STALE);
+        let left = self.free.saturating_sub(self.admitted).saturating_sub(bytes);
+        fresh && left > FREE_SPACE_LOW_WATER
+    }
 }
 
 impl Headroom {
     /// Headroom of `bytes` behind `file` (the store) in `storage`.
     pub fn new(file: File, storage: &Path, bytes: u64) -> Headroom {
-        Headroom { file, storage: storage.to_path_buf(), bytes, short: AtomicBool::new(false) }
+        Headroom { file, storage: storage.to_path_buf(), bytes, short: AtomicBool::new(false), free: Mutex::default() }
     }
 
     /// Allocates blocks from 0 to the store's length plus the headroom;
@@ -113,10 +155,16 @@ impl Headroom {
         if self.short() {
             return Err(ErrorCode::NoSpace);
         }
-        let (_, free) = statvfs(&self.storage)?;
-        if free < bytes {
-            return Err(ErrorCode::NoSpace);
+        let now = Instant::now();
+        let mut cached = self.free.lock().expect("free space lock");
+        if !cached.admits_cached(bytes, now) {
+            let (_, free) = statvfs(&self.storage)?;
+            *cached = FreeSpace { measured: Some(now), free, admitted: 0 };
+            if free < bytes {
+                return Err(ErrorCode::NoSpace);
+            }
         }
+        cached.admitted = cached.admitted.saturating_add(bytes);
         Ok(())
     }
 }
@@ -226,5 +274,16 @@ mod tests {
         assert!(!headroom.short());
         assert_eq!(headroom.admit_write(u64::MAX), Err(ErrorCode::NoSpace));
         headroom.admit_write(1).unwrap();
+    }
+
+    #[test]
+    fn the_free_space_figure_is_reused_only_while_fresh_and_far_from_full() {
+        let start = Instant::now();
+        let mut cached = FreeSpace { measured: Some(start), free: FREE_SPACE_LOW_WATER + (10 << 20), admitted: 0 };
+        assert!(cached.admits_cached(1 << 20, start), "fresh and well above the low-water mark");
+        assert!(!cached.admits_cached(1 << 20, start + FREE_SPACE_STALE), "stale");
+        cached.admitted = 9 << 20;
+        assert!(!cached.admits_cached(1 << 20, start), "admitted writes count against the figure");
+        assert!(!FreeSpace::default().admits_cached(1, start), "never measured");
     }
 }
