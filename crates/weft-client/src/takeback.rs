@@ -63,7 +63,8 @@ impl Client {
             (keep < part.end).then(|| {
                 let handle = file.layout.datafiles[part.index];
                 async move {
-                    let request = capable(capability, Request::TrimDatafile { handle, if_size: part.end, local_size: keep });
+                    let request =
+                        capable(capability, Request::TrimDatafile { handle, if_size: part.end, local_size: keep });
                     self.call(self.server_of(handle)?, request).await
                 }
             })
