@@ -192,7 +192,12 @@ fn key_mode_refuses_a_process_that_cannot_read_the_key() {
 /// killed by its PID on drop.
 struct Munged {
     child: Child,
+    /// The socket path is per test process, so tests that run munged take
+    /// turns (held until this guard's munged is stopped).
+    _serial: std::sync::MutexGuard<'static, ()>,
 }
+
+static MUNGED_SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// The munged socket of this test process (a `tune` function cannot capture).
 fn munge_dir() -> PathBuf {
@@ -202,6 +207,7 @@ fn munge_dir() -> PathBuf {
 impl Munged {
     fn start() -> Munged {
         use std::os::unix::fs::PermissionsExt;
+        let serial = MUNGED_SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let dir = munge_dir();
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -222,7 +228,7 @@ impl Munged {
             .stderr(Stdio::null())
             .spawn()
             .expect("start munged (Debian package `munge`; scripts/deps.sh installs it)");
-        let munged = Munged { child };
+        let munged = Munged { child, _serial: serial };
         let start = Instant::now();
         while !dir.join("sock").exists() {
             assert!(start.elapsed() < Duration::from_secs(20), "munged did not create its socket");
